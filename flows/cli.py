@@ -1,0 +1,170 @@
+"""The `dueflow` command: init-db, run, demo, ledger."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable
+from datetime import date
+
+from blocks.settings import ConfigError, Settings, redact_url
+
+
+class UserError(Exception):
+    """An error the operator can fix; printed as one line, no traceback."""
+
+
+def _quiet_prefect() -> None:
+    # Keep the terminal for our own summary: Prefect's INFO chatter (and the
+    # temporary server's banner when no PREFECT_API_URL is set) stays out of it.
+    os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+
+
+def _as_of(value: str) -> date:
+    try:
+        return date.fromisoformat(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid date {value!r}: expected YYYY-MM-DD") from None
+
+
+def _check_ready(settings: Settings) -> None:
+    """Fail fast, before any write, on a bad mail URL or an unreachable/uninitialised DB."""
+    from sqlalchemy import inspect
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from tasks import db
+    from tasks.mail import parse_mail_url
+
+    parse_mail_url(settings.mail_url)
+    engine = db.engine_for(settings.database_url)
+    try:
+        tables = set(inspect(engine).get_table_names())
+    except SQLAlchemyError as exc:
+        reason = str(exc.orig if hasattr(exc, "orig") and exc.orig else exc).strip().splitlines()[0]
+        raise UserError(
+            f"cannot reach the database {redact_url(settings.database_url)}: {reason}"
+        ) from None
+    missing = {"contracts", "dueflow_ledger", "dueflow_quarantine"} - tables
+    if missing:
+        raise UserError(
+            f"the database {redact_url(settings.database_url)} has no table(s) "
+            f"{', '.join(sorted(missing))}: run `dueflow init-db` first"
+        )
+
+
+def cmd_init_db(args: argparse.Namespace, settings: Settings) -> int:
+    from tasks import db
+
+    db.init_db(db.engine_for(settings.database_url))
+    print(f"Schema ready in {redact_url(settings.database_url)}")
+    return 0
+
+
+def _run_flow(settings: Settings, as_of: date | None, dry_run: bool) -> int:
+    _check_ready(settings)
+    _quiet_prefect()
+    from flows.nightly_alerts import nightly_alerts
+    from tasks.report import text_table
+
+    summary = nightly_alerts(as_of=as_of, dry_run=dry_run)
+    if not summary.rows.empty:
+        print(text_table(summary.rows))
+        print()
+    print(summary.headline())
+    counts = "  ".join(f"{k.replace('_', ' ')}: {v}" for k, v in summary.counts().items())
+    print(counts)
+    if summary.ledger_pending or summary.ledger_failed:
+        print(f"Ledger needs attention: {summary.ledger_pending} pending, "
+              f"{summary.ledger_failed} failed (see `dueflow ledger --status pending`).")
+    return 0
+
+
+def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
+    return _run_flow(settings, args.as_of, args.dry_run)
+
+
+def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
+    from tasks import db
+    from tasks.mail import parse_mail_url
+    from tasks.sample_data import seed_sample_data
+
+    engine = db.engine_for(settings.database_url)
+    db.init_db(engine)
+    added = seed_sample_data(engine, settings.today())
+    print(f"dueflow demo — database {redact_url(settings.database_url)}, "
+          f"mail to {parse_mail_url(settings.mail_url).describe()}")
+    print(f"{added} sample contract(s) added; running the nightly flow for {settings.today()}…\n")
+    code = _run_flow(settings, None, False)
+    print(f"\nThe emails are in {parse_mail_url(settings.mail_url).describe()}; the ledger is"
+          " `dueflow ledger`. Run `dueflow demo` again: the ledger makes it send nothing new.")
+    return code
+
+
+def cmd_ledger(args: argparse.Namespace, settings: Settings) -> int:
+    from tasks import db
+    from tasks.report import text_table
+
+    _check_ready(settings)
+    frame = db.ledger_rows(db.engine_for(settings.database_url), args.status)
+    if args.json:
+        for record in frame.astype(object).where(frame.notna(), None).to_dict("records"):
+            print(json.dumps(record, default=str))
+        return 0
+    if frame.empty:
+        print("No ledger rows" + (f" with status {args.status}." if args.status else "."))
+        return 0
+    shown = frame.rename(columns={"error": "detail"}).assign(detail=frame["error"])
+    print(text_table(shown, limit=len(frame)))
+    return 0
+
+
+COMMANDS: dict[str, Callable[[argparse.Namespace, Settings], int]] = {
+    "init-db": cmd_init_db,
+    "run": cmd_run,
+    "demo": cmd_demo,
+    "ledger": cmd_ledger,
+}
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(
+        prog="dueflow", description="Renewal alerts and invoice reminders, sent exactly once."
+    )
+    sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub.add_parser("init-db", help="create the source tables and the ledger (idempotent)")
+    run = sub.add_parser("run", help="run the nightly flow once")
+    run.add_argument("--as-of", type=_as_of, help="business date YYYY-MM-DD (default: today)")
+    run.add_argument("--dry-run", action="store_true", help="decide and render, write nothing")
+    sub.add_parser("demo", help="load sample data and run the flow on it")
+    ledger = sub.add_parser("ledger", help="list ledger rows")
+    ledger.add_argument("--status", choices=["pending", "sent", "failed"])
+    ledger.add_argument("--json", action="store_true", help="JSON lines instead of a table")
+    return top
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        settings = Settings.from_env()
+        return COMMANDS[args.command](args, settings)
+    except (UserError, ConfigError) as exc:
+        print(f"dueflow: error: {exc}", file=sys.stderr)
+        return 2
+    except Exception as exc:
+        from sqlalchemy.exc import SQLAlchemyError
+
+        if not isinstance(exc, SQLAlchemyError):
+            raise
+        reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
+        print(f"dueflow: error: database error: {reason}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("dueflow: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,77 @@
+-- Source tables (public contract, DESIGN.md) and dueflow's own ledger, for SQLite and
+-- PostgreSQL alike. Every statement is idempotent: `dueflow init-db` may run any number of times.
+
+CREATE TABLE IF NOT EXISTS contracts (
+    id            text PRIMARY KEY,
+    vendor        text,
+    title         text,
+    amount        numeric,
+    currency      text,
+    renewal_date  date,
+    notify_email  text,
+    status        text
+);
+CREATE INDEX IF NOT EXISTS contracts_renewal_date ON contracts (renewal_date);
+
+CREATE TABLE IF NOT EXISTS clients (
+    id              text PRIMARY KEY,
+    name            text,
+    email           text,
+    locale          text DEFAULT 'en',
+    notes           text,
+    dunning_paused  boolean DEFAULT false
+);
+
+CREATE TABLE IF NOT EXISTS invoices (
+    id         text PRIMARY KEY,
+    client_id  text,
+    number     text,
+    amount     numeric,
+    currency   text,
+    status     text,
+    sent_at    timestamptz,
+    due_date   date,
+    paid_at    timestamptz
+);
+CREATE INDEX IF NOT EXISTS invoices_open ON invoices (status) WHERE paid_at IS NULL;
+
+-- One row per email dueflow ever decided to send. The PRIMARY KEY on `key` is
+-- guarantee G1: a second reservation of the same key is a no-op, whoever tries.
+CREATE TABLE IF NOT EXISTS dueflow_ledger (
+    key            text PRIMARY KEY,
+    job            text NOT NULL,              -- 'renewal' | 'dunning'
+    subject_id     text NOT NULL,              -- contract id | invoice id
+    cycle          text NOT NULL,              -- renewal: renewal date; dunning: ''
+    step           text NOT NULL,              -- '30d' | 'REMINDED_1' | ...
+    step_rank      integer NOT NULL,           -- renewal: lead days; dunning: 1, 2, 3
+    as_of          date NOT NULL,              -- business date of the reserving run
+    status         text NOT NULL DEFAULT 'pending'
+                   CHECK (status IN ('pending', 'sent', 'failed')),
+    attempts       integer NOT NULL DEFAULT 0,
+    recipient      text,
+    subject        text,
+    body_text      text,
+    body_html      text,
+    message_id     text,
+    smtp_response  text,
+    error          text,
+    flow_run_id    text,
+    created_at     timestamptz NOT NULL DEFAULT CURRENT_TIMESTAMP,
+    updated_at     timestamptz NOT NULL DEFAULT CURRENT_TIMESTAMP,
+    sent_at        timestamptz
+);
+CREATE INDEX IF NOT EXISTS dueflow_ledger_subject ON dueflow_ledger (job, subject_id, cycle);
+CREATE INDEX IF NOT EXISTS dueflow_ledger_unsettled ON dueflow_ledger (status) WHERE status <> 'sent';
+
+-- Rows that could not be processed, with the reason; one row per (job, row, reason),
+-- refreshed each night the problem is still there.
+CREATE TABLE IF NOT EXISTS dueflow_quarantine (
+    job          text NOT NULL,
+    source_id    text NOT NULL,
+    reason       text NOT NULL,
+    first_as_of  date NOT NULL,
+    last_as_of   date NOT NULL,
+    times_seen   integer NOT NULL DEFAULT 1,
+    flow_run_id  text,
+    PRIMARY KEY (job, source_id, reason)
+);

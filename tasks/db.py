@@ -1,0 +1,209 @@
+"""Database access: engines, schema, and every statement that touches the ledger.
+
+This is the one module where dueflow writes to the database; the statements that
+carry a guarantee are read from `sql/`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from datetime import date
+from functools import cache
+from typing import Any
+
+import pandas as pd
+from sqlalchemy import Engine, create_engine, event, text
+from sqlalchemy.exc import ArgumentError, NoSuchModuleError
+
+from blocks.settings import ConfigError
+from sql import statement
+
+CANDIDATE_COLUMNS = ("key", "subject_id", "cycle", "step", "step_rank", "recipient")
+
+
+@cache
+def engine_for(url: str) -> Engine:
+    """One engine per URL and process; SQLite gets WAL and serialised writers."""
+    try:
+        if url.startswith("sqlite"):
+            engine = create_engine(url, connect_args={"timeout": 60})
+            _configure_sqlite(engine)
+        else:
+            engine = create_engine(url, pool_pre_ping=True, pool_size=8, max_overflow=8)
+    except (ArgumentError, NoSuchModuleError, ValueError) as exc:
+        raise ConfigError(f"DUEFLOW_DATABASE_URL is not a usable database URL: {exc}") from None
+    return engine
+
+
+def _configure_sqlite(engine: Engine) -> None:
+    # pysqlite's own transaction handling defers BEGIN; we take the write lock at
+    # BEGIN (IMMEDIATE) so that check-then-insert in one transaction is atomic.
+    @event.listens_for(engine, "connect")
+    def _connect(dbapi_connection: Any, _record: Any) -> None:
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.execute("PRAGMA busy_timeout=60000")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _begin(connection: Any) -> None:
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+def dialect(engine: Engine) -> str:
+    return "postgresql" if engine.dialect.name == "postgresql" else "sqlite"
+
+
+def init_db(engine: Engine) -> None:
+    """Create the source tables and the ledger if they are missing (idempotent)."""
+    script = re.sub(r"--[^\n]*", "", statement("schema"))  # the schema has no '--' in literals
+    with engine.begin() as conn:
+        for ddl in filter(None, (part.strip() for part in script.split(";"))):
+            conn.exec_driver_sql(ddl)
+
+
+def read_frame(engine: Engine, sql: str, params: Mapping[str, Any]) -> pd.DataFrame:
+    """Run one query and return its rows as a DataFrame (no per-row Python work)."""
+    with engine.connect() as conn:
+        result = conn.execute(text(sql), dict(params))
+        return pd.DataFrame(result.fetchall(), columns=list(result.keys()))
+
+
+def reserve(
+    engine: Engine,
+    job: str,
+    candidates: pd.DataFrame,
+    as_of: date,
+    flow_run_id: str | None,
+) -> set[str]:
+    """Insert the candidates' ledger rows in one statement; return the keys this run won."""
+    if candidates.empty:
+        return set()
+    frame = candidates.loc[:, list(CANDIDATE_COLUMNS)]
+    params: dict[str, Any] = {"as_of": as_of.isoformat(), "flow_run_id": flow_run_id}
+    with engine.begin() as conn:
+        if dialect(engine) == "postgresql":
+            # Serialise reservations of one job (milliseconds) so the ordering
+            # checks in the statement see every reservation committed before it.
+            conn.execute(text("SELECT pg_advisory_xact_lock(hashtext(:lock))"),
+                         {"lock": f"dueflow.reserve.{job}"})
+            params |= {
+                "keys": frame["key"].tolist(),
+                "subject_ids": frame["subject_id"].tolist(),
+                "cycles": frame["cycle"].tolist(),
+                "steps": frame["step"].tolist(),
+                "step_ranks": [int(v) for v in frame["step_rank"]],
+                "recipients": frame["recipient"].tolist(),
+            }
+            rows = conn.execute(text(statement(f"reserve_{job}s", "postgresql")), params)
+        else:
+            conn.exec_driver_sql(
+                "CREATE TEMP TABLE IF NOT EXISTS candidate (key text PRIMARY KEY, subject_id text,"
+                " cycle text, step text, step_rank integer, recipient text)"
+            )
+            conn.exec_driver_sql("DELETE FROM candidate")
+            conn.exec_driver_sql(
+                "INSERT INTO candidate VALUES (?, ?, ?, ?, ?, ?)",
+                list(frame.itertuples(index=False, name=None)),
+            )
+            rows = conn.execute(text(statement(f"reserve_{job}s", "sqlite")), params)
+        return {row[0] for row in rows}
+
+
+STORE_MESSAGE = text(
+    """
+    UPDATE dueflow_ledger
+    SET recipient = :recipient, subject = :subject, body_text = :body_text,
+        body_html = :body_html, message_id = :message_id,
+        attempts = attempts + 1, updated_at = CURRENT_TIMESTAMP
+    WHERE key = :key AND status = 'pending'
+    """
+)
+
+
+def store_messages(engine: Engine, messages: Sequence[Mapping[str, Any]]) -> None:
+    """Write the rendered messages onto their reserved rows before any is sent (G2)."""
+    if not messages:
+        return
+    with engine.begin() as conn:
+        conn.execute(STORE_MESSAGE, [dict(m) for m in messages])
+
+
+RECORD_OUTCOME = text(
+    """
+    UPDATE dueflow_ledger
+    SET status = :status, smtp_response = :smtp_response, error = :error,
+        sent_at = CASE WHEN :status = 'sent' THEN CURRENT_TIMESTAMP ELSE sent_at END,
+        updated_at = CURRENT_TIMESTAMP
+    WHERE key = :key AND status = 'pending'
+    """
+)
+
+
+def record_outcome(
+    engine: Engine, key: str, status: str, smtp_response: str | None, error: str | None
+) -> None:
+    """Settle one row after its send: `sent`, `failed`, or still `pending` with the error."""
+    with engine.begin() as conn:
+        conn.execute(
+            RECORD_OUTCOME,
+            {"key": key, "status": status, "smtp_response": smtp_response, "error": error},
+        )
+
+
+QUARANTINE = text(
+    """
+    INSERT INTO dueflow_quarantine (job, source_id, reason, first_as_of, last_as_of, flow_run_id)
+    VALUES (:job, :source_id, :reason, :as_of, :as_of, :flow_run_id)
+    ON CONFLICT (job, source_id, reason) DO UPDATE
+    SET last_as_of = excluded.last_as_of, flow_run_id = excluded.flow_run_id,
+        times_seen = dueflow_quarantine.times_seen + 1
+    """
+)
+
+
+def quarantine(
+    engine: Engine, job: str, rows: pd.DataFrame, as_of: date, flow_run_id: str | None
+) -> None:
+    """Keep bad rows with their reason (G6), one row per (job, source row, reason)."""
+    if rows.empty:
+        return
+    params = [
+        {"job": job, "source_id": str(source_id), "reason": reason,
+         "as_of": as_of.isoformat(), "flow_run_id": flow_run_id}
+        for source_id, reason in zip(rows["source_id"], rows["reason"], strict=True)
+    ]
+    with engine.begin() as conn:
+        conn.execute(QUARANTINE, params)
+
+
+LEDGER_COLUMNS = (
+    "key", "status", "as_of", "attempts", "recipient", "subject", "error",
+    "smtp_response", "flow_run_id", "created_at", "updated_at", "sent_at",
+)
+
+
+def ledger_rows(engine: Engine, status: str | None = None) -> pd.DataFrame:
+    """Ledger rows, optionally of one status, oldest first."""
+    sql = f"SELECT {', '.join(LEDGER_COLUMNS)} FROM dueflow_ledger"
+    params = {}
+    if status:
+        sql += " WHERE status = :status"
+        params["status"] = status
+    frame = read_frame(engine, sql + " ORDER BY created_at, key", params)
+    frame["as_of"] = frame["as_of"].astype(str)
+    return frame
+
+
+def unsettled_counts(engine: Engine) -> dict[str, int]:
+    """How many rows in the whole ledger are still pending or failed."""
+    frame = read_frame(
+        engine,
+        "SELECT status, COUNT(*) AS n FROM dueflow_ledger WHERE status <> 'sent' GROUP BY status",
+        {},
+    )
+    counts = dict(zip(frame["status"], frame["n"], strict=True))
+    return {"pending": int(counts.get("pending", 0)), "failed": int(counts.get("failed", 0))}

@@ -1,0 +1,78 @@
+"""Deliver: send the winners in batches, each batch over one reused connection.
+
+A Prefect task per email costs milliseconds of orchestration; a task per batch
+keeps Prefect's view of the work (one task run per batch, retries visible) while
+the per-email overhead stays small next to SMTP itself. Every email's outcome is
+written to its own ledger row as soon as it is known.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from prefect import task, unmapped
+from prefect.cache_policies import NO_CACHE
+
+from tasks import db
+from tasks.compose import OutgoingEmail
+from tasks.mail import MailConfig, SendResult, open_transport
+
+MAX_BATCH = 200
+
+
+@dataclass(frozen=True)
+class Delivery:
+    key: str
+    recipient: str
+    status: str
+    detail: str | None
+
+
+@task(name="deliver-batch", cache_policy=NO_CACHE)
+def deliver_batch(
+    emails: Sequence[OutgoingEmail], mail: MailConfig, mail_from: str, database_url: str
+) -> list[Delivery]:
+    engine = db.engine_for(database_url)
+    deliveries = []
+    with open_transport(mail, mail_from) as transport:
+        for email in emails:
+            try:
+                result = transport.send(email)
+            except Exception as exc:  # a bug must not take the rest of the batch with it
+                result = SendResult("pending", error=f"unexpected error while sending: {exc!r}")
+            db.record_outcome(engine, email.key, result.status, result.smtp_response, result.error)
+            deliveries.append(
+                Delivery(email.key, email.recipient, result.status,
+                         result.error or result.smtp_response)
+            )
+    return deliveries
+
+
+def batches(emails: Sequence[OutgoingEmail], workers: int) -> list[list[OutgoingEmail]]:
+    """Split into at least `workers` batches (when there is enough work), none over MAX_BATCH."""
+    if not emails:
+        return []
+    size = max(1, min(MAX_BATCH, math.ceil(len(emails) / workers)))
+    return [list(emails[i : i + size]) for i in range(0, len(emails), size)]
+
+
+def deliver(
+    emails: Sequence[OutgoingEmail], mail: MailConfig, mail_from: str, database_url: str,
+    workers: int,
+) -> list[Delivery]:
+    """Map `deliver_batch` over the batches on the flow's bounded task runner."""
+    groups = batches(emails, workers)
+    futures = deliver_batch.map(groups, unmapped(mail), unmapped(mail_from), unmapped(database_url))
+    deliveries: list[Delivery] = []
+    for batch, future in zip(groups, futures, strict=True):
+        try:
+            deliveries.extend(future.result())
+        except Exception as exc:
+            # The batch died (for instance the ledger became unreachable): its rows
+            # stay `pending` in the ledger, which is exactly what we report.
+            deliveries.extend(
+                Delivery(e.key, e.recipient, "pending", f"batch failed: {exc!r}") for e in batch
+            )
+    return deliveries

@@ -1,0 +1,109 @@
+"""Report: the run's summary object, its text form, and its Prefect artifacts."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import date
+
+import pandas as pd
+
+ROW_COLUMNS = ("job", "key", "recipient", "status", "detail")
+COUNT_NAMES = ("due", "won", "already_handled", "sent", "failed", "pending", "quarantined")
+
+
+@dataclass
+class RunSummary:
+    """What one run did. `rows` has one row per key or bad source row it touched:
+    job, key, recipient, status (sent, failed, pending, already handled, would send,
+    quarantined) and detail (SMTP reply, error or quarantine reason)."""
+
+    as_of: date
+    dry_run: bool
+    flow_run_id: str | None
+    due: int = 0
+    won: int = 0
+    already_handled: int = 0
+    sent: int = 0
+    failed: int = 0
+    pending: int = 0
+    quarantined: int = 0
+    ledger_pending: int = 0  # whole ledger, every run: what an operator must resolve
+    ledger_failed: int = 0
+    rows: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(ROW_COLUMNS)))
+
+    def counts(self) -> dict[str, int]:
+        return {name: getattr(self, name) for name in COUNT_NAMES}
+
+    def headline(self) -> str:
+        if self.dry_run:
+            return (f"Dry run for {self.as_of}: {self.won} email(s) would be sent, "
+                    f"{self.already_handled} already handled, {self.quarantined} quarantined.")
+        if self.won == 0:
+            return (f"Nothing new to send for {self.as_of}: {self.already_handled} due alert(s) were "
+                    f"already handled by earlier runs, {self.quarantined} row(s) quarantined.")
+        return (f"Run for {self.as_of}: {self.sent} sent, {self.failed} failed, {self.pending} pending "
+                f"of {self.won} new; {self.already_handled} already handled, "
+                f"{self.quarantined} quarantined.")
+
+
+def summarize(
+    as_of: date,
+    dry_run: bool,
+    flow_run_id: str | None,
+    rows: pd.DataFrame,
+    ledger_counts: dict[str, int],
+) -> RunSummary:
+    """Counts derived from this run's rows (see RunSummary.rows)."""
+    status = rows["status"]
+    handled = int((status == "already handled").sum())
+    new = int(status.isin(["sent", "failed", "pending", "would send"]).sum())
+    return RunSummary(
+        as_of=as_of,
+        dry_run=dry_run,
+        flow_run_id=flow_run_id,
+        due=new + handled,
+        won=new,
+        already_handled=handled,
+        sent=int((status == "sent").sum()),
+        failed=int((status == "failed").sum()),
+        pending=int((status == "pending").sum()),
+        quarantined=int((status == "quarantined").sum()),
+        ledger_pending=ledger_counts.get("pending", 0),
+        ledger_failed=ledger_counts.get("failed", 0),
+        rows=rows.reset_index(drop=True),
+    )
+
+
+def markdown(summary: RunSummary, limit: int = 50) -> str:
+    """The markdown artifact: counts, then every key that needs attention."""
+    lines = [f"# dueflow nightly run — {summary.as_of}", "", summary.headline(), "",
+             "| count | value |", "|---|---|"]
+    lines += [f"| {name.replace('_', ' ')} | {value} |" for name, value in summary.counts().items()]
+    lines += [f"| pending in ledger (all runs) | {summary.ledger_pending} |",
+              f"| failed in ledger (all runs) | {summary.ledger_failed} |"]
+    attention = summary.rows[summary.rows["status"].isin(["failed", "pending", "quarantined"])]
+    if not attention.empty:
+        lines += ["", "## Needs attention", "", "| status | key | detail |", "|---|---|---|"]
+        for row in attention.head(limit).itertuples(index=False):
+            detail = str(row.detail or "").replace("|", "\\|")
+            lines.append(f"| {row.status} | `{row.key}` | {detail} |")
+        if len(attention) > limit:
+            lines.append(f"| … | {len(attention) - limit} more | see `dueflow ledger` |")
+    return "\n".join(lines)
+
+
+def text_table(rows: pd.DataFrame, limit: int = 40) -> str:
+    """A plain, aligned table of rows for the terminal."""
+    if rows.empty:
+        return "(no rows)"
+    columns = ["status", "key", "recipient", "detail"]
+    cells = [columns] + [
+        [str(v)[:70] for v in row]
+        for row in rows.loc[:, columns].head(limit).astype(object).fillna("").itertuples(index=False)
+    ]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(columns))]
+    text = "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
+                     for r in cells)
+    if len(rows) > limit:
+        text += f"\n… and {len(rows) - limit} more (see `dueflow ledger`)"
+    return text

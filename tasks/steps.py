@@ -1,0 +1,83 @@
+"""The run's steps as Prefect tasks: extract, decide, reserve, store, quarantine.
+
+Each wraps a function from `tasks.db` or `tasks.decide`; the wrappers only add
+Prefect's bookkeeping. DataFrames pass between tasks in memory, so no task
+hashes its inputs (NO_CACHE) and nothing is persisted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import date
+
+import pandas as pd
+from prefect import task
+from prefect.artifacts import create_markdown_artifact, create_table_artifact
+from prefect.cache_policies import NO_CACHE
+
+from sql import statement
+from tasks import db
+from tasks.compose import OutgoingEmail, compose_renewal_alerts
+from tasks.decide import Decision, due_renewal_alerts, renewal_window
+from tasks.report import RunSummary, markdown
+
+
+@task(name="extract-renewals", cache_policy=NO_CACHE)
+def extract_renewals(
+    database_url: str, as_of: date, leads: Sequence[int]
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Contracts that can be due tonight, and the leads already reserved for their cycles."""
+    engine = db.engine_for(database_url)
+    start, end = renewal_window(as_of, leads)
+    contracts = db.read_frame(
+        engine,
+        statement("extract_contracts", db.dialect(engine)),
+        {"window_start": start.isoformat(), "window_end": end.isoformat()},
+    )
+    history = db.read_frame(engine, statement("renewal_history"), {"as_of": as_of.isoformat()})
+    return contracts, history
+
+
+@task(name="decide-renewals", cache_policy=NO_CACHE)
+def decide_renewals(
+    contracts: pd.DataFrame, history: pd.DataFrame, as_of: date, leads: Sequence[int]
+) -> Decision:
+    return due_renewal_alerts(contracts, history, as_of, leads)
+
+
+@task(name="quarantine-rows", cache_policy=NO_CACHE)
+def quarantine_rows(
+    database_url: str, job: str, rows: pd.DataFrame, as_of: date, flow_run_id: str | None
+) -> None:
+    db.quarantine(db.engine_for(database_url), job, rows, as_of, flow_run_id)
+
+
+@task(name="reserve-slots", cache_policy=NO_CACHE)
+def reserve_slots(
+    database_url: str, job: str, candidates: pd.DataFrame, as_of: date, flow_run_id: str | None
+) -> set[str]:
+    """One bulk INSERT … ON CONFLICT DO NOTHING RETURNING: the keys this run won."""
+    return db.reserve(db.engine_for(database_url), job, candidates, as_of, flow_run_id)
+
+
+@task(name="store-messages", cache_policy=NO_CACHE)
+def store_messages(database_url: str, emails: Sequence[OutgoingEmail]) -> None:
+    """Commit each rendered message on its ledger row before anything is sent (G2)."""
+    db.store_messages(db.engine_for(database_url), [email.as_row() for email in emails])
+
+
+@task(name="compose-renewal-alerts", cache_policy=NO_CACHE)
+def compose_renewals(winners: pd.DataFrame, locale: str, mail_from: str) -> list[OutgoingEmail]:
+    return compose_renewal_alerts(winners, locale, mail_from)
+
+
+@task(name="publish-report", cache_policy=NO_CACHE)
+def publish_report(summary: RunSummary) -> None:
+    """A table artifact of this run's rows and a markdown summary (no secrets in either)."""
+    create_table_artifact(
+        key="nightly-alerts-rows",
+        table=summary.rows.astype(object).where(summary.rows.notna(), None).to_dict("records"),
+        description=summary.headline(),
+    )
+    create_markdown_artifact(key="nightly-alerts-summary", markdown=markdown(summary),
+                             description=summary.headline())
