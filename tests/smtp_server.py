@@ -1,0 +1,75 @@
+"""A real SMTP server (aiosmtpd) that records what it accepts and injects faults
+at the protocol level, keyed by recipient address."""
+
+from __future__ import annotations
+
+import socket
+import threading
+from dataclasses import dataclass, field
+from email import message_from_bytes, policy
+from email.message import EmailMessage
+
+from aiosmtpd.controller import Controller
+
+FAULTS = ("rcpt_451", "rcpt_550", "data_554", "drop_before_data_reply")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class SmtpSink:
+    """Accepted messages in `messages`; set `faults[recipient] = fault` to misbehave."""
+
+    port: int = field(default_factory=free_port)
+    messages: list[EmailMessage] = field(default_factory=list)
+    faults: dict[str, str] = field(default_factory=dict)
+    data_seen: list[str] = field(default_factory=list)  # keys whose content reached us
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def start(self) -> None:
+        self._controller = Controller(_Handler(self), hostname="127.0.0.1", port=self.port)
+        self._controller.start()
+
+    def stop(self) -> None:
+        self._controller.stop()
+
+    def keys(self) -> list[str]:
+        with self.lock:
+            return [str(m["X-Dueflow-Key"]) for m in self.messages]
+
+    def by_key(self) -> dict[str, EmailMessage]:
+        with self.lock:
+            return {str(m["X-Dueflow-Key"]): m for m in self.messages}
+
+
+class _Handler:
+    def __init__(self, sink: SmtpSink) -> None:
+        self.sink = sink
+
+    async def handle_RCPT(self, server, session, envelope, address, rcpt_options):
+        fault = self.sink.faults.get(address)
+        if fault == "rcpt_451":
+            return "451 4.3.0 Mailbox temporarily unavailable"
+        if fault == "rcpt_550":
+            return "550 5.1.1 No such user"
+        envelope.rcpt_tos.append(address)
+        return "250 OK"
+
+    async def handle_DATA(self, server, session, envelope):
+        message = message_from_bytes(envelope.content, policy=policy.default)
+        fault = next((self.sink.faults.get(r) for r in envelope.rcpt_tos if r in self.sink.faults),
+                     None)
+        with self.sink.lock:
+            self.sink.data_seen.append(str(message["X-Dueflow-Key"]))
+        if fault == "data_554":
+            return "554 5.6.0 Message rejected"
+        if fault == "drop_before_data_reply":
+            server.transport.abort()
+            return "250 OK"  # never reaches the client: the connection is gone
+        with self.sink.lock:
+            self.sink.messages.append(message)
+        return "250 OK queued"

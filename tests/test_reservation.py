@@ -1,0 +1,132 @@
+"""Reservation races on real SQLite and PostgreSQL: threads and processes, each with
+their own connection, reserve overlapping keys at the same moment."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import threading
+from datetime import date
+
+import pandas as pd
+import pytest
+from sqlalchemy import text
+
+from tasks import db
+
+AS_OF = date(2027, 1, 1)
+CYCLE = "2027-02-15"
+
+
+def candidates(contract_ids: list[int], lead: int = 60) -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "key": [f"renewal/c-{i}/{CYCLE}/{lead}d" for i in contract_ids],
+            "subject_id": [f"c-{i}" for i in contract_ids],
+            "cycle": CYCLE,
+            "step": f"{lead}d",
+            "step_rank": lead,
+            "recipient": "owner@example.com",
+        }
+    )
+
+
+def overlapping_sets(workers: int, keys: int) -> list[list[int]]:
+    """Each worker takes a different, overlapping slice; every key is wanted by 3+ workers."""
+    return [[k for k in range(keys) if (k + w) % 4 != 0] for w in range(workers)]
+
+
+def _reserve_in_process(url: str, ids: list[int], barrier, out) -> None:
+    out.put(sorted(_reserve(db.engine_for(url), ids, barrier)))
+
+
+def _reserve(engine, ids: list[int], barrier) -> set[str]:
+    with engine.connect() as conn:  # open the connection before the start line
+        conn.execute(text("SELECT 1"))
+    barrier.wait()
+    return db.reserve(engine, "renewal", candidates(ids), AS_OF, flow_run_id=None)
+
+
+def assert_exactly_one_winner(url: str, winners: list[list[str]], wanted: set[str]) -> None:
+    flat = [key for won in winners for key in won]
+    assert len(flat) == len(set(flat)), "a key has two winners"
+    assert set(flat) == wanted, "a wanted key has no winner"
+    ledger = db.ledger_rows(db.engine_for(url))
+    assert sorted(ledger["key"]) == sorted(wanted)
+
+
+def test_threads_race_for_overlapping_keys(db_url):
+    sets = overlapping_sets(workers=8, keys=400)
+    barrier = threading.Barrier(len(sets))
+    engine = db.engine_for(db_url)
+    results: list[list[str]] = [[] for _ in sets]
+
+    def work(i: int) -> None:
+        results[i] = sorted(_reserve(engine, sets[i], barrier))
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(len(sets))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    wanted = {k for ids in sets for k in candidates(ids)["key"]}
+    assert_exactly_one_winner(db_url, results, wanted)
+
+
+def test_processes_race_for_overlapping_keys(db_url):
+    ctx = mp.get_context("spawn")
+    sets = overlapping_sets(workers=4, keys=2000)
+    barrier, out = ctx.Barrier(len(sets)), ctx.Queue()
+    procs = [ctx.Process(target=_reserve_in_process, args=(db_url, ids, barrier, out)) for ids in sets]
+    for p in procs:
+        p.start()
+    winners = [out.get(timeout=120) for _ in procs]
+    for p in procs:
+        p.join(30)
+        assert p.exitcode == 0
+    wanted = {k for ids in sets for k in candidates(ids)["key"]}
+    assert_exactly_one_winner(db_url, winners, wanted)
+
+
+def test_rereservation_wins_nothing(db_url):
+    engine = db.engine_for(db_url)
+    first = db.reserve(engine, "renewal", candidates(list(range(50))), AS_OF, None)
+    again = db.reserve(engine, "renewal", candidates(list(range(60))), AS_OF, None)
+    assert len(first) == 50
+    assert again == set(candidates(list(range(50, 60)))["key"])
+
+
+def test_a_stale_run_cannot_reserve_a_less_urgent_lead(db_url):
+    engine = db.engine_for(db_url)
+    assert db.reserve(engine, "renewal", candidates([1, 2], lead=15), AS_OF, None)
+    # A late run still thinking in 30d terms for contract 1 (and 3, untouched) loses c-1.
+    won = db.reserve(engine, "renewal", candidates([1, 3], lead=30), AS_OF, None)
+    assert won == {f"renewal/c-3/{CYCLE}/30d"}
+
+
+@pytest.mark.pg
+def test_stale_and_fresh_runs_racing_keep_the_lead_order(pg_url):
+    """Two runs race: one reserves 15d, the other the (now stale) 30d, for the same
+    contracts. Whatever the interleaving, no cycle ends with 30d after 15d."""
+    db.init_db(db.engine_for(pg_url))
+    engine = db.engine_for(pg_url)
+    ids = list(range(300))
+    barrier = threading.Barrier(2)
+    results: dict[int, set[str]] = {}
+
+    def work(lead: int) -> None:
+        with engine.connect() as conn:
+            conn.execute(text("SELECT 1"))
+        barrier.wait()
+        results[lead] = db.reserve(engine, "renewal", candidates(ids, lead=lead), AS_OF, None)
+
+    threads = [threading.Thread(target=work, args=(lead,)) for lead in (15, 30)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    ledger = db.ledger_rows(engine)
+    assert len(results[15]) == len(ids)  # the urgent lead is never blocked
+    by_contract = ledger.assign(contract=ledger["key"].str.split("/").str[1])
+    for _, rows in by_contract.sort_values("created_at").groupby("contract"):
+        leads = [int(k.split("/")[-1][:-1]) for k in rows["key"]]
+        assert leads in ([15], [30, 15]), leads
