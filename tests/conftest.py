@@ -10,6 +10,10 @@ import tempfile
 os.environ["PREFECT_HOME"] = tempfile.mkdtemp(prefix="dueflow-prefect-")
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+# The test server keeps its state in SQLite; its task-run recorder writing events
+# while the next flow run is created makes the API answer 503 and the client sleep
+# ~2 s. The tests assert on dueflow's ledger and mailbox, not on task-run records.
+os.environ.setdefault("PREFECT_SERVER_SERVICES_TASK_RUN_RECORDER_ENABLED", "false")
 
 import uuid
 from collections.abc import Iterator
@@ -81,10 +85,19 @@ def db_url(request) -> str:
 @pytest.fixture(scope="session")
 def prefect_server() -> Iterator[str]:
     """One Prefect test server for the session; yields its API URL."""
-    from prefect.settings import PREFECT_API_URL
+    from prefect.settings import (
+        PREFECT_API_URL,
+        PREFECT_FLOWS_HEARTBEAT_FREQUENCY,
+        temporary_settings,
+    )
     from prefect.testing.utilities import prefect_test_harness
 
-    with prefect_test_harness(server_startup_timeout=60):
+    # Heartbeats detect crashed runs in production; here their thread only adds up
+    # to a second to the end of every flow run.
+    with (
+        prefect_test_harness(server_startup_timeout=60),
+        temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}),
+    ):
         yield str(PREFECT_API_URL.value())
 
 

@@ -72,7 +72,7 @@ def calendars(draw):
     return leads, renewals, run_dates
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(calendars())
 def test_each_key_once_and_first_alert_is_most_urgent_lead_crossed(calendar):
     leads, renewals, run_dates = calendar
