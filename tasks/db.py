@@ -13,7 +13,7 @@ from functools import cache
 from typing import Any
 
 import pandas as pd
-from sqlalchemy import Engine, create_engine, event, text
+from sqlalchemy import Engine, create_engine, event, make_url, text
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError
 
 from blocks.settings import ConfigError
@@ -26,12 +26,16 @@ CANDIDATE_COLUMNS = ("key", "subject_id", "cycle", "step", "step_rank", "recipie
 def engine_for(url: str) -> Engine:
     """One engine per URL and process; SQLite gets WAL and serialised writers."""
     try:
-        if url.startswith("sqlite"):
-            engine = create_engine(url, connect_args={"timeout": 60})
+        parsed = make_url(url)
+        if parsed.drivername == "postgresql":
+            # SQLAlchemy 2.1 defaults to psycopg 3; dueflow ships psycopg2.
+            parsed = parsed.set(drivername="postgresql+psycopg2")
+        if parsed.get_backend_name() == "sqlite":
+            engine = create_engine(parsed, connect_args={"timeout": 60})
             _configure_sqlite(engine)
         else:
-            engine = create_engine(url, pool_pre_ping=True, pool_size=8, max_overflow=8)
-    except (ArgumentError, NoSuchModuleError, ValueError) as exc:
+            engine = create_engine(parsed, pool_pre_ping=True, pool_size=8, max_overflow=8)
+    except (ArgumentError, NoSuchModuleError, ValueError, ImportError) as exc:
         raise ConfigError(f"DUEFLOW_DATABASE_URL is not a usable database URL: {exc}") from None
     return engine
 

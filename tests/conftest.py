@@ -49,6 +49,22 @@ def require_pg() -> None:
         pytest.skip(_PG_PROBLEM)
 
 
+_skipped_pg_tests: list[str] = []
+
+
+def pytest_runtest_logreport(report) -> None:
+    if report.skipped and "pg" in report.keywords:
+        _skipped_pg_tests.append(report.nodeid)
+
+
+def pytest_sessionfinish(session, exitstatus) -> None:
+    # CI sets DUEFLOW_REQUIRE_PG=1: a PostgreSQL test that did not run is a failure.
+    if REQUIRE_PG and _skipped_pg_tests:
+        print(f"\n{len(_skipped_pg_tests)} PostgreSQL test(s) were skipped: "
+              + ", ".join(_skipped_pg_tests[:5]))
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
 @pytest.fixture
 def pg_url() -> Iterator[str]:
     """A fresh PostgreSQL schema for one test, dropped afterwards."""

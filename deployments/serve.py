@@ -1,0 +1,39 @@
+"""Serve the nightly flow from this process, without a work pool.
+
+    python -m deployments.serve            # cron and time zone from the environment
+
+The served deployment has the same fence as `prefect.yaml`: a deployment
+concurrency limit of 1 that cancels a run started while another is active.
+"""
+
+from __future__ import annotations
+
+import os
+
+from prefect.client.schemas.objects import ConcurrencyLimitConfig, ConcurrencyLimitStrategy
+from prefect.schedules import Cron
+
+from flows.nightly_alerts import nightly_alerts
+
+DEPLOYMENT_NAME = "nightly"
+ONE_AT_A_TIME = ConcurrencyLimitConfig(
+    limit=1, collision_strategy=ConcurrencyLimitStrategy.CANCEL_NEW
+)
+
+
+def main() -> None:
+    cron = os.environ.get("DUEFLOW_SCHEDULE_CRON", "0 6 * * *")
+    timezone = os.environ.get("DUEFLOW_SCHEDULE_TIMEZONE", os.environ.get("DUEFLOW_TIMEZONE", "UTC"))
+    deployment = nightly_alerts.to_deployment(
+        name=DEPLOYMENT_NAME,
+        schedules=[Cron(cron, timezone=timezone, slug="nightly")],
+        concurrency_limit=ONE_AT_A_TIME,
+        description="Renewal alerts, exactly once per key.",
+    )
+    from prefect import serve
+
+    serve(deployment)
+
+
+if __name__ == "__main__":
+    main()

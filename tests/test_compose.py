@@ -1,0 +1,56 @@
+"""Rendering: both locales, escaping, header safety, deterministic ids."""
+
+from __future__ import annotations
+
+from datetime import date
+
+import pandas as pd
+import pytest
+
+from tasks.compose import compose_renewal_alerts, format_money, message_id_for
+from tasks.mail import build_message
+
+
+def due_row(**overrides) -> pd.DataFrame:
+    row = {"key": "renewal/c-42/2027-03-01/30d", "subject_id": "c-42", "recipient": "cfo@example.com",
+           "vendor": "Acme", "title": "Hosting", "amount": 12500.5, "currency": "EUR",
+           "renewal_date": date(2027, 3, 1), "days_left": 30, "step_rank": 30}
+    return pd.DataFrame([row | overrides])
+
+
+@pytest.mark.parametrize(
+    ("locale", "amount", "day", "phrase"),
+    [("en", "12,500.50 EUR", "1 March 2027", "renews on"),
+     ("es", "12.500,50 EUR", "1 de marzo de 2027", "se renueva el")],
+)
+def test_both_locales_carry_the_facts(locale, amount, day, phrase):
+    [email] = compose_renewal_alerts(due_row(), locale, "alerts@example.com")
+    for body in (email.body_text, email.body_html):
+        assert "Acme" in body and "Hosting" in body and amount in body and day in body
+        assert phrase in body
+    assert "Acme" in email.subject and day in email.subject
+
+
+def test_html_is_escaped_and_headers_cannot_be_injected():
+    [email] = compose_renewal_alerts(
+        due_row(vendor="<script>x</script>", title="Bad\r\nBcc: victim@example.com"),
+        "en", "alerts@example.com",
+    )
+    assert "<script>" not in email.body_html and "&lt;script&gt;" in email.body_html
+    assert "\r" not in email.subject and "\n" not in email.subject
+    message = build_message(email, "alerts@example.com")
+    assert message["Bcc"] is None
+    assert message["X-Dueflow-Key"] == "renewal/c-42/2027-03-01/30d"
+    assert message["Message-ID"] == email.message_id
+
+
+def test_message_id_is_deterministic_per_key():
+    a = message_id_for("renewal/c-1/2027-03-01/30d", "Dueflow <alerts@example.com>")
+    assert a == message_id_for("renewal/c-1/2027-03-01/30d", "Dueflow <alerts@example.com>")
+    assert a != message_id_for("renewal/c-1/2027-03-01/15d", "Dueflow <alerts@example.com>")
+    assert a.endswith("@example.com>") and a.startswith("<")
+
+
+def test_money_formatting():
+    assert format_money(1234567.891, "USD", "en") == "1,234,567.89 USD"
+    assert format_money(0.5, "EUR", "es") == "0,50 EUR"
