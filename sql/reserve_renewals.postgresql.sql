@@ -7,8 +7,9 @@ INSERT INTO dueflow_ledger (key, job, subject_id, cycle, step, step_rank, recipi
 SELECT c.key, 'renewal', c.subject_id, c.cycle, c.step, c.step_rank, c.recipient,
        CAST(:as_of AS date), :flow_run_id
 FROM unnest(CAST(:keys AS text[]), CAST(:subject_ids AS text[]), CAST(:cycles AS text[]),
-            CAST(:steps AS text[]), CAST(:step_ranks AS integer[]), CAST(:recipients AS text[]))
-     AS c(key, subject_id, cycle, step, step_rank, recipient)
+            CAST(:steps AS text[]), CAST(:step_ranks AS integer[]), CAST(:recipients AS text[]),
+            CAST(:previous_by AS date[]))
+     AS c(key, subject_id, cycle, step, step_rank, recipient, previous_by)
 WHERE NOT EXISTS (
     SELECT 1 FROM dueflow_ledger l
     WHERE l.job = 'renewal' AND l.subject_id = c.subject_id AND l.cycle = c.cycle

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import date
 from functools import cache
@@ -64,7 +65,9 @@ def format_money(amount: float, currency: str, locale: str) -> str:
     return f"{text} {currency}"
 
 
-def format_date(day: date, locale: str) -> str:
+def format_date(day: date | None, locale: str) -> str:
+    if day is None or pd.isna(day):
+        return "—"
     month = _MONTHS[locale][day.month - 1]
     return f"{day.day} de {month} de {day.year}" if locale == "es" else f"{day.day} {month} {day.year}"
 
@@ -80,10 +83,36 @@ def render(kind: str, locale: str, context: dict[str, Any]) -> tuple[str, str, s
     return header_safe(subject), text, html
 
 
-def compose_renewal_alerts(due: pd.DataFrame, locale: str, mail_from: str) -> list[OutgoingEmail]:
-    """Render the renewal alert of each row of `due` (rows from `due_renewal_alerts`)."""
-    emails = []
+Composed = tuple[list[OutgoingEmail], list[tuple[str, str]]]
+
+
+def compose_each(due: pd.DataFrame, render_one: Callable[[Any], OutgoingEmail]) -> Composed:
+    """Render every row; a row that cannot be rendered is reported, not fatal (G6)."""
+    emails, failures = [], []
     for row in due.itertuples(index=False):
+        try:
+            emails.append(render_one(row))
+        except Exception as exc:
+            failures.append((row.key, f"could not render the email: {exc}"))
+    return emails, failures
+
+
+def _email(row: Any, mail_from: str, rendered: tuple[str, str, str]) -> OutgoingEmail:
+    subject, text, html = rendered
+    return OutgoingEmail(
+        key=row.key,
+        recipient=header_safe(row.recipient),
+        subject=subject,
+        body_text=text,
+        body_html=html,
+        message_id=message_id_for(row.key, mail_from),
+    )
+
+
+def compose_renewal_alerts(due: pd.DataFrame, locale: str, mail_from: str) -> Composed:
+    """Render the renewal alert of each row of `due` (rows from `due_renewal_alerts`)."""
+
+    def render_one(row: Any) -> OutgoingEmail:
         context = {
             "key": row.key,
             "vendor": row.vendor,
@@ -93,15 +122,53 @@ def compose_renewal_alerts(due: pd.DataFrame, locale: str, mail_from: str) -> li
             "days_left": int(row.days_left),
             "lead": int(row.step_rank),
         }
-        subject, text, html = render("renewal", locale, context)
-        emails.append(
-            OutgoingEmail(
-                key=row.key,
-                recipient=header_safe(row.recipient),
-                subject=subject,
-                body_text=text,
-                body_html=html,
-                message_id=message_id_for(row.key, mail_from),
-            )
-        )
-    return emails
+        return _email(row, mail_from, render("renewal", locale, context))
+
+    return compose_each(due, render_one)
+
+
+def reminder_history(history: pd.DataFrame) -> dict[str, list[dict[str, str]]]:
+    """Per invoice, its reserved dunning steps in order: step, as_of, status."""
+    ordered = history.sort_values(["subject_id", "step_rank"])
+    return {
+        str(invoice): [{"step": str(r.step), "as_of": str(r.as_of), "status": str(r.status)}
+                       for r in rows.itertuples(index=False)]
+        for invoice, rows in ordered.groupby("subject_id", sort=False)
+    }
+
+
+def compose_dunning_emails(
+    due: pd.DataFrame,
+    history: pd.DataFrame,
+    mail_from: str,
+    paragraphs: dict[str, str] | None = None,
+) -> Composed:
+    """Reminders to the client in their locale, or the OVERDUE escalation (in English)
+    with the invoice's whole reminder history. `paragraphs` maps a key to the
+    personalised paragraph placed inside the template (facts stay in the template)."""
+    steps = reminder_history(history)
+    paragraphs = paragraphs or {}
+
+    def render_one(row: Any) -> OutgoingEmail:
+        invoice_steps = steps.get(row.subject_id, [])
+        locale = "en" if row.step == "OVERDUE" else row.locale
+        context = {
+            "key": row.key,
+            "step": row.step,
+            "invoice_id": row.subject_id,
+            "number": row.number,
+            "amount": format_money(float(row.amount), row.currency, locale),
+            "issue_date": format_date(row.issue_date, locale),
+            "due_date": format_date(row.due_date, locale),
+            "client_id": row.client_id,
+            "client_name": row.client_name,
+            "client_email": row.client_email,
+            "history": invoice_steps,
+            "previous_date": format_date(
+                date.fromisoformat(invoice_steps[-1]["as_of"]) if invoice_steps else None, locale),
+            "paragraph": paragraphs.get(row.key, ""),
+        }
+        kind = "escalation" if row.step == "OVERDUE" else "dunning"
+        return _email(row, mail_from, render(kind, locale, context))
+
+    return compose_each(due, render_one)

@@ -19,7 +19,9 @@ from sqlalchemy.exc import ArgumentError, NoSuchModuleError
 from blocks.settings import ConfigError
 from sql import statement
 
-CANDIDATE_COLUMNS = ("key", "subject_id", "cycle", "step", "step_rank", "recipient")
+# What a job hands to `reserve`: the ledger row to insert, plus `previous_by`, the
+# latest as_of the previous step may carry for this step to be due (dunning only).
+CANDIDATE_COLUMNS = ("key", "subject_id", "cycle", "step", "step_rank", "recipient", "previous_by")
 
 
 @cache
@@ -86,7 +88,8 @@ def reserve(
     """Insert the candidates' ledger rows in one statement; return the keys this run won."""
     if candidates.empty:
         return set()
-    frame = candidates.loc[:, list(CANDIDATE_COLUMNS)]
+    frame = candidates.reindex(columns=list(CANDIDATE_COLUMNS)).astype(object)
+    frame = frame.where(frame.notna(), None)
     params: dict[str, Any] = {"as_of": as_of.isoformat(), "flow_run_id": flow_run_id}
     with engine.begin() as conn:
         if dialect(engine) == "postgresql":
@@ -101,16 +104,17 @@ def reserve(
                 "steps": frame["step"].tolist(),
                 "step_ranks": [int(v) for v in frame["step_rank"]],
                 "recipients": frame["recipient"].tolist(),
+                "previous_by": frame["previous_by"].tolist(),
             }
             rows = conn.execute(text(statement(f"reserve_{job}s", "postgresql")), params)
         else:
             conn.exec_driver_sql(
                 "CREATE TEMP TABLE IF NOT EXISTS candidate (key text PRIMARY KEY, subject_id text,"
-                " cycle text, step text, step_rank integer, recipient text)"
+                " cycle text, step text, step_rank integer, recipient text, previous_by text)"
             )
             conn.exec_driver_sql("DELETE FROM candidate")
             conn.exec_driver_sql(
-                "INSERT INTO candidate VALUES (?, ?, ?, ?, ?, ?)",
+                "INSERT INTO candidate VALUES (?, ?, ?, ?, ?, ?, ?)",
                 list(frame.itertuples(index=False, name=None)),
             )
             rows = conn.execute(text(statement(f"reserve_{job}s", "sqlite")), params)

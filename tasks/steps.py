@@ -17,8 +17,13 @@ from prefect.cache_policies import NO_CACHE
 
 from sql import statement
 from tasks import db
-from tasks.compose import OutgoingEmail, compose_renewal_alerts
-from tasks.decide import Decision, due_renewal_alerts, renewal_window
+from tasks.compose import (
+    Composed,
+    OutgoingEmail,
+    compose_dunning_emails,
+    compose_renewal_alerts,
+)
+from tasks.decide import Decision, due_dunning_steps, due_renewal_alerts, renewal_window
 from tasks.report import RunSummary, markdown
 
 
@@ -66,9 +71,41 @@ def store_messages(database_url: str, emails: Sequence[OutgoingEmail]) -> None:
     db.store_messages(db.engine_for(database_url), [email.as_row() for email in emails])
 
 
+@task(name="extract-dunning", cache_policy=NO_CACHE)
+def extract_dunning(database_url: str) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """Open invoices, their clients, and the dunning steps already reserved for them."""
+    engine = db.engine_for(database_url)
+    return (
+        db.read_frame(engine, statement("extract_invoices"), {}),
+        db.read_frame(engine, statement("extract_clients"), {}),
+        db.read_frame(engine, statement("dunning_history"), {}),
+    )
+
+
+@task(name="decide-dunning", cache_policy=NO_CACHE)
+def decide_dunning(
+    invoices: pd.DataFrame, clients: pd.DataFrame, history: pd.DataFrame, as_of: date,
+    delays: Sequence[int], timezone: str, escalation_to: str | None,
+) -> Decision:
+    return due_dunning_steps(invoices, clients, history, as_of, delays, timezone, escalation_to)
+
+
 @task(name="compose-renewal-alerts", cache_policy=NO_CACHE)
-def compose_renewals(winners: pd.DataFrame, locale: str, mail_from: str) -> list[OutgoingEmail]:
+def compose_renewals(winners: pd.DataFrame, locale: str, mail_from: str) -> Composed:
     return compose_renewal_alerts(winners, locale, mail_from)
+
+
+@task(name="compose-dunning-emails", cache_policy=NO_CACHE)
+def compose_dunning(winners: pd.DataFrame, history: pd.DataFrame, mail_from: str) -> Composed:
+    return compose_dunning_emails(winners, history, mail_from)
+
+
+@task(name="record-failures", cache_policy=NO_CACHE)
+def record_failures(database_url: str, failures: Sequence[tuple[str, str]]) -> None:
+    """Mark reserved rows that could not be composed as failed (known not sent)."""
+    engine = db.engine_for(database_url)
+    for key, error in failures:
+        db.record_outcome(engine, key, "failed", None, error)
 
 
 @task(name="publish-report", cache_policy=NO_CACHE)

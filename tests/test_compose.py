@@ -24,7 +24,7 @@ def due_row(**overrides) -> pd.DataFrame:
      ("es", "12.500,50 EUR", "1 de marzo de 2027", "se renueva el")],
 )
 def test_both_locales_carry_the_facts(locale, amount, day, phrase):
-    [email] = compose_renewal_alerts(due_row(), locale, "alerts@example.com")
+    [email], _ = compose_renewal_alerts(due_row(), locale, "alerts@example.com")
     for body in (email.body_text, email.body_html):
         assert "Acme" in body and "Hosting" in body and amount in body and day in body
         assert phrase in body
@@ -32,7 +32,7 @@ def test_both_locales_carry_the_facts(locale, amount, day, phrase):
 
 
 def test_html_is_escaped_and_headers_cannot_be_injected():
-    [email] = compose_renewal_alerts(
+    [email], _ = compose_renewal_alerts(
         due_row(vendor="<script>x</script>", title="Bad\r\nBcc: victim@example.com"),
         "en", "alerts@example.com",
     )

@@ -1,0 +1,8 @@
+-- Every dunning step already reserved for the invoices that may take part tonight:
+-- the current step of an invoice is its highest step_rank, dated by that row's as_of.
+SELECT l.subject_id, l.step, l.step_rank, l.as_of, l.status
+FROM dueflow_ledger l
+JOIN invoices i ON i.id = l.subject_id
+WHERE l.job = 'dunning'
+  AND i.paid_at IS NULL
+  AND (i.status IS NULL OR i.status NOT IN ('draft', 'paid', 'void'))

@@ -1,0 +1,15 @@
+-- Each invoice's dunning state: the last step in the ledger (or SENT), dated by the
+-- as_of of the run that reserved it; PAID, VOID and DRAFT end or precede dunning.
+SELECT i.id AS invoice_id, i.client_id, i.number, i.status AS invoice_status,
+       CASE WHEN i.paid_at IS NOT NULL OR i.status = 'paid' THEN 'PAID'
+            WHEN i.status = 'void' THEN 'VOID'
+            WHEN i.status = 'draft' THEN 'DRAFT'
+            ELSE COALESCE(last.step, 'SENT') END AS state,
+       last.as_of AS state_as_of,
+       (SELECT COUNT(*) FROM dueflow_ledger h WHERE h.job = 'dunning' AND h.subject_id = i.id) AS steps
+FROM invoices i
+LEFT JOIN dueflow_ledger last
+  ON last.job = 'dunning' AND last.subject_id = i.id
+ AND last.step_rank = (SELECT MAX(m.step_rank) FROM dueflow_ledger m
+                       WHERE m.job = 'dunning' AND m.subject_id = i.id)
+ORDER BY i.id
