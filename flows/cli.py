@@ -98,8 +98,8 @@ def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
           f"mail to {parse_mail_url(settings.mail_url).describe()}")
     print(f"{added} sample contract(s) added; running the nightly flow for {settings.today()}…\n")
     code = _run_flow(settings, None, False)
-    print(f"\nThe emails are in {parse_mail_url(settings.mail_url).describe()}; the ledger is"
-          " `dueflow ledger`. Run `dueflow demo` again: the ledger makes it send nothing new.")
+    print(f"\nEmails went to {parse_mail_url(settings.mail_url).describe()}. See `dueflow ledger`"
+          " and `dueflow invoices`; run `dueflow demo` again and the ledger sends nothing new.")
     return code
 
 
@@ -121,11 +121,40 @@ def cmd_ledger(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def cmd_invoices(args: argparse.Namespace, settings: Settings) -> int:
+    from sql import statement
+    from tasks import db
+
+    _check_ready(settings)
+    engine = db.engine_for(settings.database_url)
+    if args.id:
+        history = db.read_frame(
+            engine,
+            "SELECT key, step, as_of, status, attempts, recipient, error FROM dueflow_ledger"
+            " WHERE job = 'dunning' AND subject_id = :id ORDER BY step_rank",
+            {"id": args.id},
+        )
+        if history.empty:
+            print(f"No dunning steps recorded for invoice {args.id}.")
+        for row in history.itertuples(index=False):
+            print(f"{row.as_of}  {row.step:<10}  {row.status:<7}  attempts={row.attempts}"
+                  f"  to {row.recipient}" + (f"  ({row.error})" if row.error else ""))
+        return 0
+    state = db.read_frame(engine, statement("invoice_state"), {})
+    if args.json:
+        for record in state.astype(object).where(state.notna(), None).to_dict("records"):
+            print(json.dumps(record, default=str))
+        return 0
+    print(state.fillna("").to_string(index=False) if not state.empty else "No invoices.")
+    return 0
+
+
 COMMANDS: dict[str, Callable[[argparse.Namespace, Settings], int]] = {
     "init-db": cmd_init_db,
     "run": cmd_run,
     "demo": cmd_demo,
     "ledger": cmd_ledger,
+    "invoices": cmd_invoices,
 }
 
 
@@ -142,6 +171,9 @@ def parser() -> argparse.ArgumentParser:
     ledger = sub.add_parser("ledger", help="list ledger rows")
     ledger.add_argument("--status", choices=["pending", "sent", "failed"])
     ledger.add_argument("--json", action="store_true", help="JSON lines instead of a table")
+    invoices = sub.add_parser("invoices", help="each invoice's dunning state, or one's history")
+    invoices.add_argument("--id", help="show the dunning history of this invoice")
+    invoices.add_argument("--json", action="store_true", help="JSON lines instead of a table")
     return top
 
 

@@ -78,6 +78,9 @@ def read_frame(engine: Engine, sql: str, params: Mapping[str, Any]) -> pd.DataFr
         return pd.DataFrame(result.fetchall(), columns=list(result.keys()))
 
 
+RESERVE_STATEMENT = {"renewal": "reserve_renewals", "dunning": "reserve_dunning"}
+
+
 def reserve(
     engine: Engine,
     job: str,
@@ -106,7 +109,7 @@ def reserve(
                 "recipients": frame["recipient"].tolist(),
                 "previous_by": frame["previous_by"].tolist(),
             }
-            rows = conn.execute(text(statement(f"reserve_{job}s", "postgresql")), params)
+            rows = conn.execute(text(statement(RESERVE_STATEMENT[job], "postgresql")), params)
         else:
             conn.exec_driver_sql(
                 "CREATE TEMP TABLE IF NOT EXISTS candidate (key text PRIMARY KEY, subject_id text,"
@@ -117,7 +120,7 @@ def reserve(
                 "INSERT INTO candidate VALUES (?, ?, ?, ?, ?, ?, ?)",
                 list(frame.itertuples(index=False, name=None)),
             )
-            rows = conn.execute(text(statement(f"reserve_{job}s", "sqlite")), params)
+            rows = conn.execute(text(statement(RESERVE_STATEMENT[job], "sqlite")), params)
         return {row[0] for row in rows}
 
 

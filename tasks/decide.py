@@ -179,8 +179,9 @@ def due_dunning_steps(
     history: subject_id, step_rank, as_of — the steps already reserved.
     `delays[k]` is the wait, in days, from step k (0 = SENT) to step k + 1.
     """
-    if len(delays) != len(DUNNING_STEPS) or min(delays) < 0:
-        raise ValueError(f"dunning delays must be three non-negative day counts, got {list(delays)!r}")
+    if len(delays) != len(DUNNING_STEPS) or min(delays) < 1:
+        # A zero delay would let a repeated run on the same day take the next step.
+        raise ValueError(f"dunning delays must be three day counts >= 1, got {list(delays)!r}")
     rows = invoices.reset_index(drop=True).astype({"id": "string", "client_id": "string"})
     client = (clients.astype({"id": "string"}).drop_duplicates("id").set_index("id")
               .reindex(rows["client_id"]).reset_index(drop=True))

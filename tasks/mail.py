@@ -51,7 +51,7 @@ class MailConfig:
     def describe(self) -> str:
         """Where mail goes, without credentials."""
         if self.scheme == "file":
-            return f"file outbox {self.directory}"
+            return f"the folder {self.directory}/ (one .eml per email)"
         return f"{self.scheme}://{self.host}:{self.port}"
 
 

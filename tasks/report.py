@@ -39,7 +39,7 @@ class RunSummary:
             return (f"Dry run for {self.as_of}: {self.won} email(s) would be sent, "
                     f"{self.already_handled} already handled, {self.quarantined} quarantined.")
         if self.won == 0:
-            return (f"Nothing new to send for {self.as_of}: {self.already_handled} due alert(s) were "
+            return (f"Nothing new to send for {self.as_of}: {self.already_handled} due email(s) were "
                     f"already handled by earlier runs, {self.quarantined} row(s) quarantined.")
         return (f"Run for {self.as_of}: {self.sent} sent, {self.failed} failed, {self.pending} pending "
                 f"of {self.won} new; {self.already_handled} already handled, "

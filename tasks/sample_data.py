@@ -30,16 +30,46 @@ SAMPLE_CONTRACTS = (
 )
 
 
+# (id, name, email, locale, paused)
+SAMPLE_CLIENTS = (
+    ("cl-1", "Northwind Traders", "ap@northwind.example", "en", False),
+    ("cl-2", "Distribuciones Ñandú", "pagos@nandu.example", "es", False),
+    ("cl-3", "Paused Holdings", "ap@paused.example", "en", True),
+    ("cl-4", "Broken Address Inc", "accounts(at)broken", "en", False),
+)
+# (id, client, number, amount, currency, days since sent or None, status)
+SAMPLE_INVOICES = (
+    ("inv-101", "cl-1", "2026-0101", "1450.00", "EUR", 8, "sent"),
+    ("inv-102", "cl-2", "2026-0102", "980.40", "EUR", 21, "sent"),
+    ("inv-103", "cl-1", "2026-0103", "300.00", "EUR", 3, "sent"),
+    ("inv-104", "cl-3", "2026-0104", "5000.00", "EUR", 30, "sent"),
+    ("inv-105", "cl-1", "2026-0105", "120.00", "EUR", 40, "void"),
+    ("inv-106", "cl-4", "2026-0106", "75.00", "EUR", 12, "sent"),
+    ("inv-107", "cl-1", "2026-0107", None, "EUR", 15, "sent"),
+)
+
+
 def seed_sample_data(engine: Engine, today: date) -> int:
-    """Insert the sample contracts (renewal dates relative to `today`) unless present."""
+    """Insert the sample contracts, clients and invoices (dates relative to `today`)
+    unless present; returns how many rows were added."""
     rows = [
         {"id": cid, "vendor": vendor, "title": title, "amount": amount, "currency": currency,
          "renewal_date": None if days is None else (today + timedelta(days=days)).isoformat(),
          "notify_email": email, "status": status}
         for cid, vendor, title, amount, currency, days, email, status in SAMPLE_CONTRACTS
     ]
+    clients = [
+        {"id": cid, "name": name, "email": email, "locale": locale, "paused": paused}
+        for cid, name, email, locale, paused in SAMPLE_CLIENTS
+    ]
+    invoices = [
+        {"id": iid, "client_id": cid, "number": number, "amount": amount, "currency": currency,
+         "status": status, "due_date": (today + timedelta(days=30)).isoformat(),
+         "sent_at": None if days is None else f"{(today - timedelta(days=days)).isoformat()}T09:00:00+00:00"}
+        for iid, cid, number, amount, currency, days, status in SAMPLE_INVOICES
+    ]
     with engine.begin() as conn:
-        result = conn.execute(
+        added = conn.execute(
             text(
                 "INSERT INTO contracts (id, vendor, title, amount, currency, renewal_date,"
                 " notify_email, status) VALUES (:id, :vendor, :title, :amount,"
@@ -47,5 +77,20 @@ def seed_sample_data(engine: Engine, today: date) -> int:
                 " ON CONFLICT (id) DO NOTHING"
             ),
             rows,
-        )
-    return result.rowcount
+        ).rowcount
+        added += conn.execute(
+            text(
+                "INSERT INTO clients (id, name, email, locale, notes, dunning_paused)"
+                " VALUES (:id, :name, :email, :locale, NULL, :paused) ON CONFLICT (id) DO NOTHING"
+            ),
+            clients,
+        ).rowcount
+        added += conn.execute(
+            text(
+                "INSERT INTO invoices (id, client_id, number, amount, currency, status, sent_at,"
+                " due_date, paid_at) VALUES (:id, :client_id, :number, :amount, :currency,"
+                " :status, :sent_at, :due_date, NULL) ON CONFLICT (id) DO NOTHING"
+            ),
+            invoices,
+        ).rowcount
+    return added

@@ -33,20 +33,20 @@ def test_demo_runs_then_sends_nothing_new(tmp_path, project_env):
     assert first.returncode == 0, first.stderr
     assert "Traceback" not in first.stdout + first.stderr
     assert first.stderr == ""
-    assert "7 sent, 0 failed, 0 pending of 7 new" in first.stdout
+    assert "9 sent, 0 failed, 0 pending of 9 new" in first.stdout
     assert "unknown currency 'XYZ'" in first.stdout
     emails = sorted(p.name for p in (tmp_path / "outbox").glob("*.eml"))
-    assert len(emails) == 7
+    assert len(emails) == 9
 
     second = dueflow("demo", cwd=tmp_path, env=project_env)
     assert second.returncode == 0, second.stderr
     assert "Nothing new to send" in second.stdout
-    assert "7 due alert(s) were already handled" in second.stdout
+    assert "7 due email(s) were already handled" in second.stdout  # renewals; dunning moved on
     assert sorted(p.name for p in (tmp_path / "outbox").glob("*.eml")) == emails
 
     ledger = dueflow("ledger", "--json", cwd=tmp_path, env=project_env)
     records = [json.loads(line) for line in ledger.stdout.splitlines()]
-    assert len(records) == 7
+    assert len(records) == 9
     assert all({"key", "status", "as_of", "attempts"} <= r.keys() for r in records)
     assert {r["status"] for r in records} == {"sent"} and {r["attempts"] for r in records} == {1}
     pending = dueflow("ledger", "--status", "pending", cwd=tmp_path, env=project_env)

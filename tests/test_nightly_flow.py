@@ -10,25 +10,14 @@ from sqlalchemy import text
 from flows.nightly_alerts import nightly_alerts
 from tasks import db
 from tasks.compose import message_id_for
+from tests.factories import contract, insert
 
 START = date(2027, 1, 1)
 LEADS = [60, 30, 15]
 
 
 def insert_contracts(url: str, rows: list[dict]) -> None:
-    with db.engine_for(url).begin() as conn:
-        conn.execute(
-            text("INSERT INTO contracts (id, vendor, title, amount, currency, renewal_date,"
-                 " notify_email, status) VALUES (:id, :vendor, :title, :amount, :currency,"
-                 " :renewal_date, :notify_email, :status)"),
-            rows,
-        )
-
-
-def contract(cid: str, renewal: date | None, status: str = "active", **extra) -> dict:
-    return {"id": cid, "vendor": f"Vendor {cid}", "title": "Service", "amount": "1250.50",
-            "currency": "EUR", "renewal_date": renewal.isoformat() if renewal else None,
-            "notify_email": f"{cid}@example.com", "status": status} | extra
+    insert(url, "contracts", rows)
 
 
 def expected_keys(renewals_by_day, run_dates, leads) -> list[str]:

@@ -1,0 +1,45 @@
+"""Rows for the source tables, inserted through the same SQL on both backends."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import date
+
+from sqlalchemy import text
+
+from tasks import db
+
+
+def insert(url: str, table: str, rows: Sequence[dict]) -> None:
+    if not rows:
+        return
+    columns = list(rows[0])
+    with db.engine_for(url).begin() as conn:
+        conn.execute(
+            text(f"INSERT INTO {table} ({', '.join(columns)}) "
+                 f"VALUES ({', '.join(':' + c for c in columns)})"),
+            [dict(r) for r in rows],
+        )
+
+
+def contract(cid: str, renewal: date | None, status: str = "active", **extra) -> dict:
+    return {"id": cid, "vendor": f"Vendor {cid}", "title": "Service", "amount": "1250.50",
+            "currency": "EUR", "renewal_date": renewal.isoformat() if renewal else None,
+            "notify_email": f"{cid}@example.com", "status": status} | extra
+
+
+def client(cid: str, locale: str = "en", paused: bool = False, **extra) -> dict:
+    return {"id": cid, "name": f"Client {cid}", "email": f"{cid}@clients.example",
+            "locale": locale, "notes": None, "dunning_paused": paused} | extra
+
+
+def invoice(iid: str, client_id: str, sent_at: str | None, status: str = "sent", **extra) -> dict:
+    return {"id": iid, "client_id": client_id, "number": f"F-{iid}", "amount": "980.40",
+            "currency": "EUR", "status": status, "sent_at": sent_at, "due_date": "2027-02-28",
+            "paid_at": None} | extra
+
+
+def mark_paid(url: str, invoice_id: str, paid_at: str) -> None:
+    with db.engine_for(url).begin() as conn:
+        conn.execute(text("UPDATE invoices SET status = 'paid', paid_at = :p WHERE id = :id"),
+                     {"p": paid_at, "id": invoice_id})
