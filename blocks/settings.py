@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from datetime import date, datetime
-from urllib.parse import urlsplit, urlunsplit
+from typing import Any
+from urllib.parse import quote, urlsplit, urlunsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 
@@ -16,8 +17,8 @@ class ConfigError(ValueError):
 
 @dataclass(frozen=True)
 class Settings:
-    database_url: str = "sqlite:///dueflow.db"
-    mail_url: str = "file://./outbox"
+    database_url: str = field(default="sqlite:///dueflow.db", repr=False)  # may hold a password
+    mail_url: str = field(default="file://./outbox", repr=False)
     mail_from: str = "dueflow@localhost"
     escalation_to: str | None = None
     timezone: str = "UTC"
@@ -36,6 +37,22 @@ class Settings:
         settings.zone()  # fail early on a bad time zone
         return settings
 
+    def with_blocks(self, env: Mapping[str, str] | None = None) -> Settings:
+        """These settings with any block named in the environment applied (blocks win).
+        Needs the Prefect API, so it runs inside the flow."""
+        env = os.environ if env is None else env
+        settings = self
+        if name := env.get("DUEFLOW_DATABASE_BLOCK"):
+            from blocks.prefect_blocks import DueflowDatabase
+
+            settings = replace(settings, database_url=_load(DueflowDatabase, name).url.get_secret_value())
+        if name := env.get("DUEFLOW_MAIL_BLOCK"):
+            from prefect_email import EmailServerCredentials
+
+            settings = replace(settings, mail_url=mail_url_from_credentials(
+                _load(EmailServerCredentials, name)))
+        return settings
+
     def zone(self) -> ZoneInfo:
         try:
             return ZoneInfo(self.timezone)
@@ -45,6 +62,25 @@ class Settings:
     def today(self) -> date:
         """Today in the business time zone: the default `as_of` of a run."""
         return datetime.now(self.zone()).date()
+
+
+def _load(block_class: Any, name: str) -> Any:
+    try:
+        return block_class.load(name)
+    except ValueError as exc:
+        raise ConfigError(f"cannot load {block_class.__name__} block {name!r}: {exc}") from None
+
+
+def mail_url_from_credentials(credentials: Any) -> str:
+    """A DUEFLOW_MAIL_URL equivalent of prefect-email's EmailServerCredentials."""
+    scheme = {"SSL": "smtps", "STARTTLS": "smtp+starttls", "INSECURE": "smtp"}[
+        credentials.smtp_type.name]
+    auth = ""
+    if credentials.username:
+        password = credentials.password.get_secret_value() if credentials.password else ""
+        auth = f"{quote(credentials.username, safe='')}:{quote(password, safe='')}@"
+    port = credentials.smtp_port or credentials.smtp_type.value
+    return f"{scheme}://{auth}{credentials.smtp_server}:{port}"
 
 
 def redact_url(url: str) -> str:

@@ -32,7 +32,6 @@ def _as_of(value: str) -> date:
 
 def _check_ready(settings: Settings) -> None:
     """Fail fast, before any write, on a bad mail URL or an unreachable/uninitialised DB."""
-    from sqlalchemy import inspect
     from sqlalchemy.exc import SQLAlchemyError
 
     from tasks import db
@@ -40,19 +39,15 @@ def _check_ready(settings: Settings) -> None:
 
     parse_mail_url(settings.mail_url)
     engine = db.engine_for(settings.database_url)
+    where = redact_url(settings.database_url)
     try:
-        tables = set(inspect(engine).get_table_names())
+        problems = db.schema_problems(engine)
     except SQLAlchemyError as exc:
-        reason = str(exc.orig if hasattr(exc, "orig") and exc.orig else exc).strip().splitlines()[0]
-        raise UserError(
-            f"cannot reach the database {redact_url(settings.database_url)}: {reason}"
-        ) from None
-    missing = {"contracts", "dueflow_ledger", "dueflow_quarantine"} - tables
-    if missing:
-        raise UserError(
-            f"the database {redact_url(settings.database_url)} has no table(s) "
-            f"{', '.join(sorted(missing))}: run `dueflow init-db` first"
-        )
+        reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
+        raise UserError(f"cannot reach the database {where}: {reason}") from None
+    if problems:
+        raise UserError(f"the database {where} is not ready: {'; '.join(problems)}"
+                        " (`dueflow init-db` creates what is missing)")
 
 
 def cmd_init_db(args: argparse.Namespace, settings: Settings) -> int:
@@ -70,6 +65,9 @@ def _run_flow(settings: Settings, as_of: date | None, dry_run: bool) -> int:
     from tasks.report import text_table
 
     summary = nightly_alerts(as_of=as_of, dry_run=dry_run)
+    if summary.skipped:
+        print(summary.headline())
+        return 0
     if not summary.rows.empty:
         print(text_table(summary.rows))
         print()
@@ -121,6 +119,19 @@ def cmd_ledger(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def cmd_resolve(args: argparse.Namespace, settings: Settings) -> int:
+    from tasks import db
+
+    _check_ready(settings)
+    note = f"resolved by an operator as {args.outcome}" + (f": {args.note}" if args.note else "")
+    if not db.resolve_pending(db.engine_for(settings.database_url), args.key, args.outcome, note):
+        raise UserError(f"no pending ledger row with key {args.key!r} (see `dueflow ledger"
+                        " --status pending`)")
+    after = "it will not be sent again" if args.outcome == "sent" else "a later run may retry it"
+    print(f"{args.key}: pending → {args.outcome}; {after}.")
+    return 0
+
+
 def cmd_invoices(args: argparse.Namespace, settings: Settings) -> int:
     from sql import statement
     from tasks import db
@@ -155,6 +166,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, Settings], int]] = {
     "demo": cmd_demo,
     "ledger": cmd_ledger,
     "invoices": cmd_invoices,
+    "resolve": cmd_resolve,
 }
 
 
@@ -171,6 +183,11 @@ def parser() -> argparse.ArgumentParser:
     ledger = sub.add_parser("ledger", help="list ledger rows")
     ledger.add_argument("--status", choices=["pending", "sent", "failed"])
     ledger.add_argument("--json", action="store_true", help="JSON lines instead of a table")
+    resolve = sub.add_parser("resolve", help="settle a pending row after checking the mailbox")
+    resolve.add_argument("key", help="the ledger key, e.g. renewal/c-42/2027-03-01/30d")
+    resolve.add_argument("--as", dest="outcome", choices=["sent", "failed"], required=True,
+                         help="sent: it was delivered; failed: it was not (a later run retries it)")
+    resolve.add_argument("--note", help="why, for the ledger")
     invoices = sub.add_parser("invoices", help="each invoice's dunning state, or one's history")
     invoices.add_argument("--id", help="show the dunning history of this invoice")
     invoices.add_argument("--json", action="store_true", help="JSON lines instead of a table")

@@ -5,21 +5,23 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import date
+from datetime import date, timedelta
 
 import pandas as pd
-from prefect import flow
+from prefect import flow, get_run_logger
 from prefect.runtime import flow_run
 from prefect.task_runners import ThreadPoolTaskRunner
 
-from blocks.settings import Settings
+from blocks.settings import ConfigError, Settings
 from tasks import db
-from tasks.compose import Composed
+from tasks.compose import Composed, OutgoingEmail
 from tasks.decide import Decision, normalise_leads
 from tasks.deliver import deliver
+from tasks.lock import run_lock, run_lock_enabled
 from tasks.mail import MailConfig, parse_mail_url
 from tasks.report import ROW_COLUMNS, RunSummary, summarize
 from tasks.steps import (
+    claim_retries,
     compose_dunning,
     compose_renewals,
     decide_dunning,
@@ -43,6 +45,7 @@ class RunContext:
     as_of: date
     dry_run: bool
     flow_run_id: str | None
+    retry_backoff: timedelta
 
 
 def _rows(job: str, frame: pd.DataFrame, status: str, detail: str | dict[str, str]) -> pd.DataFrame:
@@ -81,7 +84,8 @@ def run_job(
         record_failures(url, failures)
         failed = dict(failures)
         parts.append(_rows(job, winners[winners["key"].isin(failed)], "failed", failed))
-        deliveries = deliver(emails, ctx.mail, ctx.settings.mail_from, url, DELIVERY_WORKERS)
+        deliveries = deliver(emails, ctx.mail, ctx.settings.mail_from, url, DELIVERY_WORKERS,
+                             ctx.retry_backoff)
         parts.append(pd.DataFrame(
             [{"job": job, "key": d.key, "recipient": d.recipient, "status": d.status,
               "detail": d.detail} for d in deliveries],
@@ -91,6 +95,22 @@ def run_job(
     return pd.concat(kept, ignore_index=True) if kept else pd.DataFrame(columns=list(ROW_COLUMNS))
 
 
+def retry_failed(ctx: RunContext, max_attempts: int) -> pd.DataFrame:
+    """Claim the failed rows due for another attempt and resend their stored messages."""
+    url = ctx.settings.database_url
+    claimed = claim_retries(url, ctx.as_of, ctx.flow_run_id, max_attempts)
+    emails = [OutgoingEmail(r.key, r.recipient, r.subject, r.body_text, r.body_html, r.message_id)
+              for r in claimed.itertuples(index=False)]
+    deliveries = deliver(emails, ctx.mail, ctx.settings.mail_from, url, DELIVERY_WORKERS,
+                         ctx.retry_backoff)
+    jobs = dict(zip(claimed["key"], claimed["job"], strict=True))
+    return pd.DataFrame(
+        [{"job": jobs[d.key], "key": d.key, "recipient": d.recipient, "status": d.status,
+          "detail": d.detail, "retry": True} for d in deliveries],
+        columns=list(ROW_COLUMNS),
+    )
+
+
 @flow(name="nightly-alerts", task_runner=ThreadPoolTaskRunner(max_workers=DELIVERY_WORKERS))
 def nightly_alerts(
     as_of: date | None = None,
@@ -98,16 +118,39 @@ def nightly_alerts(
     renewal_leads: list[int] = [60, 30, 15],  # noqa: B006 - Prefect copies parameters
     renewal_locale: str = "en",
     dunning_delays: list[int] = [7, 5, 7],  # noqa: B006 - days SENT→R1, R1→R2, R2→OVERDUE
+    retry_max_attempts: int = 3,
+    retry_backoff_minutes: int = 60,
 ) -> RunSummary:
     """Send every renewal alert and dunning step due on `as_of` exactly once.
-    `dry_run` decides and renders on the same code path, and writes and sends nothing."""
-    settings = Settings.from_env()
+    `dry_run` decides and renders on the same code path, and writes and sends nothing.
+    Rows that surely failed are retried by later runs, at most `retry_max_attempts`
+    attempts in all, no sooner than `retry_backoff_minutes` after the last one."""
+    settings = Settings.from_env().with_blocks()
     mail = parse_mail_url(settings.mail_url)  # a bad mail URL stops the run before any write
     as_of = as_of or settings.today()
     leads = normalise_leads(renewal_leads)
-    ctx = RunContext(settings, mail, as_of, dry_run, flow_run.get_id())
-    url = settings.database_url
+    ctx = RunContext(settings, mail, as_of, dry_run, flow_run.get_id(),
+                     timedelta(minutes=retry_backoff_minutes))
+    engine = db.engine_for(settings.database_url)
+    if problems := db.schema_problems(engine):
+        raise ConfigError("the database is not ready: " + "; ".join(problems)
+                          + " (run `dueflow init-db`)")
+    if dry_run or not run_lock_enabled():
+        return _nightly(ctx, leads, renewal_locale, dunning_delays, retry_max_attempts)
+    with run_lock(engine) as acquired:
+        if not acquired:
+            get_run_logger().warning("another dueflow run is active on this database; exiting")
+            return RunSummary(as_of=as_of, dry_run=False, flow_run_id=ctx.flow_run_id,
+                              skipped="another dueflow run is active on this database")
+        return _nightly(ctx, leads, renewal_locale, dunning_delays, retry_max_attempts)
 
+
+def _nightly(
+    ctx: RunContext, leads: list[int], renewal_locale: str, dunning_delays: list[int],
+    retry_max_attempts: int,
+) -> RunSummary:
+    settings, as_of, dry_run = ctx.settings, ctx.as_of, ctx.dry_run
+    url = settings.database_url
     contracts, renewal_history = extract_renewals(url, as_of, leads)
     renewals = decide_renewals(contracts, renewal_history, as_of, leads)
     invoices, clients, dunning_history = extract_dunning(url)
@@ -116,6 +159,7 @@ def nightly_alerts(
 
     rows = pd.concat(
         [
+            pd.DataFrame(columns=list(ROW_COLUMNS)) if dry_run else retry_failed(ctx, retry_max_attempts),
             run_job(ctx, "renewal", "contracts", renewals,
                     lambda due: compose_renewals(due, renewal_locale, settings.mail_from)),
             run_job(ctx, "dunning", "invoices", dunning,
@@ -123,7 +167,9 @@ def nightly_alerts(
         ],
         ignore_index=True,
     )
-    ledger_counts = {} if dry_run else db.unsettled_counts(db.engine_for(url))
-    summary = summarize(as_of, dry_run, ctx.flow_run_id, rows, ledger_counts)
+    engine = db.engine_for(url)
+    ledger_counts = {} if dry_run else db.unsettled_counts(engine)
+    unsettled = None if dry_run else db.unsettled_rows(engine)
+    summary = summarize(as_of, dry_run, ctx.flow_run_id, rows, ledger_counts, unsettled)
     publish_report(summary)
     return summary

@@ -47,12 +47,16 @@ CREATE TABLE IF NOT EXISTS dueflow_ledger (
     as_of          date NOT NULL,              -- business date of the reserving run
     status         text NOT NULL DEFAULT 'pending'
                    CHECK (status IN ('pending', 'sent', 'failed')),
-    attempts       integer NOT NULL DEFAULT 0,
+    attempts       integer NOT NULL DEFAULT 0, -- delivery attempts started
+    permanent      boolean NOT NULL DEFAULT false, -- failed with a 5xx: never retried
+    retry_after    timestamptz,                -- failed: not retried before this (UTC)
     recipient      text,
     subject        text,
     body_text      text,
     body_html      text,
     message_id     text,
+    draft_source   text,                       -- 'template' | 'llm' (dunning reminders)
+    draft_note     text,                       -- why the template was used, or the LLM's tone
     smtp_response  text,
     error          text,
     flow_run_id    text,

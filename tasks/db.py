@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from datetime import date
+from datetime import UTC, date, datetime
 from functools import cache
 from typing import Any
 
 import pandas as pd
-from sqlalchemy import Engine, create_engine, event, make_url, text
+from sqlalchemy import Engine, create_engine, event, inspect, make_url, text
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError
 
 from blocks.settings import ConfigError
@@ -129,6 +129,7 @@ STORE_MESSAGE = text(
     UPDATE dueflow_ledger
     SET recipient = :recipient, subject = :subject, body_text = :body_text,
         body_html = :body_html, message_id = :message_id,
+        draft_source = :draft_source, draft_note = :draft_note,
         attempts = attempts + 1, updated_at = CURRENT_TIMESTAMP
     WHERE key = :key AND status = 'pending'
     """
@@ -139,14 +140,16 @@ def store_messages(engine: Engine, messages: Sequence[Mapping[str, Any]]) -> Non
     """Write the rendered messages onto their reserved rows before any is sent (G2)."""
     if not messages:
         return
+    rows = [{"draft_source": None, "draft_note": None} | dict(m) for m in messages]
     with engine.begin() as conn:
-        conn.execute(STORE_MESSAGE, [dict(m) for m in messages])
+        conn.execute(STORE_MESSAGE, rows)
 
 
 RECORD_OUTCOME = text(
     """
     UPDATE dueflow_ledger
     SET status = :status, smtp_response = :smtp_response, error = :error,
+        permanent = :permanent, retry_after = :retry_after,
         sent_at = CASE WHEN :status = 'sent' THEN CURRENT_TIMESTAMP ELSE sent_at END,
         updated_at = CURRENT_TIMESTAMP
     WHERE key = :key AND status = 'pending'
@@ -154,15 +157,82 @@ RECORD_OUTCOME = text(
 )
 
 
+def utc_stamp(moment: datetime) -> str:
+    """One text form for timestamps dueflow compares itself (both backends)."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S+00:00")
+
+
 def record_outcome(
-    engine: Engine, key: str, status: str, smtp_response: str | None, error: str | None
+    engine: Engine,
+    key: str,
+    status: str,
+    smtp_response: str | None,
+    error: str | None,
+    *,
+    permanent: bool = False,
+    retry_after: datetime | None = None,
 ) -> None:
-    """Settle one row after its send: `sent`, `failed`, or still `pending` with the error."""
+    """Settle one row after its send: `sent`, `failed` (with when it may be retried,
+    unless `permanent`), or still `pending` with the error."""
     with engine.begin() as conn:
         conn.execute(
             RECORD_OUTCOME,
-            {"key": key, "status": status, "smtp_response": smtp_response, "error": error},
+            {"key": key, "status": status, "smtp_response": smtp_response, "error": error,
+             "permanent": permanent,
+             "retry_after": utc_stamp(retry_after) if retry_after and not permanent else None},
         )
+
+
+def claim_retries(
+    engine: Engine, as_of: date, flow_run_id: str | None, max_attempts: int
+) -> pd.DataFrame:
+    """Atomically claim the failed rows due for another attempt; returns their stored
+    messages (key, job, recipient, subject, body_text, body_html, message_id)."""
+    params = {"as_of": as_of.isoformat(), "flow_run_id": flow_run_id,
+              "max_attempts": max_attempts, "now": utc_stamp(datetime.now(UTC))}
+    with engine.begin() as conn:
+        result = conn.execute(text(statement("claim_retries", dialect(engine))), params)
+        return pd.DataFrame(result.fetchall(), columns=list(result.keys()))
+
+
+def resolve_pending(engine: Engine, key: str, outcome: str, note: str) -> bool:
+    """An operator settles a pending row: `sent`, or `failed` (then retryable)."""
+    with engine.begin() as conn:
+        result = conn.execute(
+            text(
+                "UPDATE dueflow_ledger SET status = :outcome, error = :note, permanent = false,"
+                " retry_after = NULL, updated_at = CURRENT_TIMESTAMP,"
+                " sent_at = CASE WHEN :outcome = 'sent' THEN CURRENT_TIMESTAMP ELSE sent_at END"
+                " WHERE key = :key AND status = 'pending'"
+            ),
+            {"key": key, "outcome": outcome, "note": note},
+        )
+        return result.rowcount == 1
+
+
+# The columns dueflow reads; a user's own tables must have at least these.
+REQUIRED_COLUMNS = {
+    "contracts": {"id", "vendor", "title", "amount", "currency", "renewal_date", "notify_email",
+                  "status"},
+    "clients": {"id", "name", "email", "locale", "notes", "dunning_paused"},
+    "invoices": {"id", "client_id", "number", "amount", "currency", "status", "sent_at",
+                 "due_date", "paid_at"},
+    "dueflow_ledger": {"key", "status", "permanent", "retry_after", "draft_source"},
+    "dueflow_quarantine": {"job", "source_id", "reason"},
+}
+
+
+def schema_problems(engine: Engine) -> list[str]:
+    """What is missing for a run: tables, or columns of the public contract."""
+    inspector = inspect(engine)
+    tables = set(inspector.get_table_names())
+    problems = [f"table {name} is missing" for name in REQUIRED_COLUMNS if name not in tables]
+    for name, needed in REQUIRED_COLUMNS.items():
+        if name in tables:
+            have = {column["name"] for column in inspector.get_columns(name)}
+            if missing := sorted(needed - have):
+                problems.append(f"table {name} has no column(s) {', '.join(missing)}")
+    return problems
 
 
 QUARANTINE = text(
@@ -207,6 +277,16 @@ def ledger_rows(engine: Engine, status: str | None = None) -> pd.DataFrame:
     frame = read_frame(engine, sql + " ORDER BY created_at, key", params)
     frame["as_of"] = frame["as_of"].astype(str)
     return frame
+
+
+def unsettled_rows(engine: Engine, limit: int = 50) -> pd.DataFrame:
+    """The oldest pending and failed rows of the whole ledger, for the run report."""
+    return read_frame(
+        engine,
+        "SELECT key, status, attempts, permanent, error FROM dueflow_ledger"
+        " WHERE status <> 'sent' ORDER BY created_at, key LIMIT :limit",
+        {"limit": limit},
+    )
 
 
 def unsettled_counts(engine: Engine) -> dict[str, int]:

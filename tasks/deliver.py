@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 
 from prefect import task, unmapped
 from prefect.cache_policies import NO_CACHE
@@ -32,8 +33,11 @@ class Delivery:
 
 @task(name="deliver-batch", cache_policy=NO_CACHE)
 def deliver_batch(
-    emails: Sequence[OutgoingEmail], mail: MailConfig, mail_from: str, database_url: str
+    emails: Sequence[OutgoingEmail], mail: MailConfig, mail_from: str, database_url: str,
+    retry_backoff: timedelta = timedelta(hours=1),
 ) -> list[Delivery]:
+    """Send a batch over one connection; each outcome goes to its ledger row at once.
+    A `failed` row may be retried by a run after `retry_backoff`, unless permanent (5xx)."""
     engine = db.engine_for(database_url)
     deliveries = []
     with open_transport(mail, mail_from) as transport:
@@ -42,7 +46,10 @@ def deliver_batch(
                 result = transport.send(email)
             except Exception as exc:  # a bug must not take the rest of the batch with it
                 result = SendResult("pending", error=f"unexpected error while sending: {exc!r}")
-            db.record_outcome(engine, email.key, result.status, result.smtp_response, result.error)
+            db.record_outcome(
+                engine, email.key, result.status, result.smtp_response, result.error,
+                permanent=result.permanent, retry_after=datetime.now(UTC) + retry_backoff,
+            )
             deliveries.append(
                 Delivery(email.key, email.recipient, result.status,
                          result.error or result.smtp_response)
@@ -60,11 +67,12 @@ def batches(emails: Sequence[OutgoingEmail], workers: int) -> list[list[Outgoing
 
 def deliver(
     emails: Sequence[OutgoingEmail], mail: MailConfig, mail_from: str, database_url: str,
-    workers: int,
+    workers: int, retry_backoff: timedelta = timedelta(hours=1),
 ) -> list[Delivery]:
     """Map `deliver_batch` over the batches on the flow's bounded task runner."""
     groups = batches(emails, workers)
-    futures = deliver_batch.map(groups, unmapped(mail), unmapped(mail_from), unmapped(database_url))
+    futures = deliver_batch.map(groups, unmapped(mail), unmapped(mail_from), unmapped(database_url),
+                                unmapped(retry_backoff))
     deliveries: list[Delivery] = []
     for batch, future in zip(groups, futures, strict=True):
         try:

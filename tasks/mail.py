@@ -15,7 +15,7 @@ import os
 import re
 import smtplib
 import ssl
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from email.message import EmailMessage
 from email.policy import SMTP as SMTP_POLICY
 from email.utils import formatdate
@@ -44,7 +44,7 @@ class MailConfig:
     host: str = ""
     port: int = 0
     username: str | None = None
-    password: str | None = None
+    password: str | None = field(default=None, repr=False)
     directory: Path | None = None
     timeout: float = 30.0
 

@@ -7,15 +7,16 @@ from datetime import date
 
 import pandas as pd
 
-ROW_COLUMNS = ("job", "key", "recipient", "status", "detail")
-COUNT_NAMES = ("due", "won", "already_handled", "sent", "failed", "pending", "quarantined")
+ROW_COLUMNS = ("job", "key", "recipient", "status", "detail", "retry")
+COUNT_NAMES = ("due", "won", "already_handled", "retried", "sent", "failed", "pending", "quarantined")
 
 
 @dataclass
 class RunSummary:
     """What one run did. `rows` has one row per key or bad source row it touched:
     job, key, recipient, status (sent, failed, pending, already handled, would send,
-    quarantined) and detail (SMTP reply, error or quarantine reason)."""
+    quarantined), detail (SMTP reply, error or quarantine reason) and retry (True for
+    an earlier failed row attempted again)."""
 
     as_of: date
     dry_run: bool
@@ -23,26 +24,32 @@ class RunSummary:
     due: int = 0
     won: int = 0
     already_handled: int = 0
+    retried: int = 0  # earlier failed rows sent again this run (counted in sent/failed/pending)
     sent: int = 0
     failed: int = 0
     pending: int = 0
     quarantined: int = 0
     ledger_pending: int = 0  # whole ledger, every run: what an operator must resolve
     ledger_failed: int = 0
+    skipped: str | None = None  # why the run did nothing (another run held the lock)
     rows: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(ROW_COLUMNS)))
+    unsettled: pd.DataFrame = field(default_factory=pd.DataFrame)  # oldest pending/failed keys
 
     def counts(self) -> dict[str, int]:
         return {name: getattr(self, name) for name in COUNT_NAMES}
 
     def headline(self) -> str:
+        if self.skipped:
+            return f"Run for {self.as_of} did nothing: {self.skipped}."
         if self.dry_run:
             return (f"Dry run for {self.as_of}: {self.won} email(s) would be sent, "
                     f"{self.already_handled} already handled, {self.quarantined} quarantined.")
-        if self.won == 0:
+        if self.won == 0 and self.retried == 0:
             return (f"Nothing new to send for {self.as_of}: {self.already_handled} due email(s) were "
                     f"already handled by earlier runs, {self.quarantined} row(s) quarantined.")
+        retried = f" (and {self.retried} retried)" if self.retried else ""
         return (f"Run for {self.as_of}: {self.sent} sent, {self.failed} failed, {self.pending} pending "
-                f"of {self.won} new; {self.already_handled} already handled, "
+                f"of {self.won} new{retried}; {self.already_handled} already handled, "
                 f"{self.quarantined} quarantined.")
 
 
@@ -52,11 +59,13 @@ def summarize(
     flow_run_id: str | None,
     rows: pd.DataFrame,
     ledger_counts: dict[str, int],
+    unsettled: pd.DataFrame | None = None,
 ) -> RunSummary:
     """Counts derived from this run's rows (see RunSummary.rows)."""
     status = rows["status"]
+    retry = rows["retry"].fillna(False).astype(bool)
     handled = int((status == "already handled").sum())
-    new = int(status.isin(["sent", "failed", "pending", "would send"]).sum())
+    new = int((status.isin(["sent", "failed", "pending", "would send"]) & ~retry).sum())
     return RunSummary(
         as_of=as_of,
         dry_run=dry_run,
@@ -64,6 +73,7 @@ def summarize(
         due=new + handled,
         won=new,
         already_handled=handled,
+        retried=int(retry.sum()),
         sent=int((status == "sent").sum()),
         failed=int((status == "failed").sum()),
         pending=int((status == "pending").sum()),
@@ -71,6 +81,7 @@ def summarize(
         ledger_pending=ledger_counts.get("pending", 0),
         ledger_failed=ledger_counts.get("failed", 0),
         rows=rows.reset_index(drop=True),
+        unsettled=pd.DataFrame() if unsettled is None else unsettled,
     )
 
 
@@ -89,6 +100,14 @@ def markdown(summary: RunSummary, limit: int = 50) -> str:
             lines.append(f"| {row.status} | `{row.key}` | {detail} |")
         if len(attention) > limit:
             lines.append(f"| … | {len(attention) - limit} more | see `dueflow ledger` |")
+    if not summary.unsettled.empty:
+        lines += ["", "## Unsettled in the ledger (all runs, oldest first)", "",
+                  "Pending rows are never resent automatically: settle them with "
+                  "`dueflow resolve KEY --as sent|failed`.", "",
+                  "| status | key | attempts | detail |", "|---|---|---|---|"]
+        for row in summary.unsettled.itertuples(index=False):
+            detail = str(row.error or "").replace("|", "\\|")
+            lines.append(f"| {row.status} | `{row.key}` | {row.attempts} | {detail} |")
     return "\n".join(lines)
 
 

@@ -65,6 +65,14 @@ def reserve_slots(
     return db.reserve(db.engine_for(database_url), job, candidates, as_of, flow_run_id)
 
 
+@task(name="claim-retries", cache_policy=NO_CACHE)
+def claim_retries(
+    database_url: str, as_of: date, flow_run_id: str | None, max_attempts: int
+) -> pd.DataFrame:
+    """Failed rows due for another attempt, claimed atomically (never `pending` ones)."""
+    return db.claim_retries(db.engine_for(database_url), as_of, flow_run_id, max_attempts)
+
+
 @task(name="store-messages", cache_policy=NO_CACHE)
 def store_messages(database_url: str, emails: Sequence[OutgoingEmail]) -> None:
     """Commit each rendered message on its ledger row before anything is sent (G2)."""

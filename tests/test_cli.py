@@ -68,7 +68,7 @@ def test_init_db_is_idempotent(tmp_path, project_env):
          "cannot reach the database postgresql://nobody@127.0.0.1:{port}/x"),
         (["run"], {"DUEFLOW_DATABASE_URL": "postgresql://u:s3cret@127.0.0.1:{port}/x"},
          "cannot reach the database postgresql://u:***@127.0.0.1:{port}/x"),
-        (["run"], {}, "has no table(s) contracts, dueflow_ledger, dueflow_quarantine: run `dueflow init-db`"),
+        (["run"], {}, "is not ready: table contracts is missing"),
         (["run"], {"DUEFLOW_MAIL_URL": "smtpx://mail"}, "DUEFLOW_MAIL_URL must look like"),
         (["run"], {"DUEFLOW_TIMEZONE": "Mars/Olympus"}, "is not a known time zone"),
         (["run"], {"DUEFLOW_DATABASE_URL": "nonsense"}, "is not a usable database URL"),
