@@ -3,6 +3,7 @@ at the protocol level, keyed by recipient address."""
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import threading
 from dataclasses import dataclass, field
@@ -28,7 +29,12 @@ class SmtpSink:
     messages: list[EmailMessage] = field(default_factory=list)
     faults: dict[str, str] = field(default_factory=dict)
     data_seen: list[str] = field(default_factory=list)  # keys whose content reached us
+    delay: float = 0.0  # seconds to think before answering DATA: a slow server
+    gate: threading.Event = field(default_factory=threading.Event)  # DATA waits while unset
     lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __post_init__(self) -> None:
+        self.gate.set()
 
     def start(self) -> None:
         self._controller = Controller(_Handler(self), hostname="127.0.0.1", port=self.port)
@@ -65,6 +71,10 @@ class _Handler:
                      None)
         with self.sink.lock:
             self.sink.data_seen.append(str(message["X-Dueflow-Key"]))
+        if self.sink.delay:
+            await asyncio.sleep(self.sink.delay)
+        while not self.sink.gate.is_set():
+            await asyncio.sleep(0.01)
         if fault == "data_554":
             return "554 5.6.0 Message rejected"
         if fault == "drop_before_data_reply":

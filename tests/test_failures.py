@@ -1,0 +1,134 @@
+"""Every failure ends in a known state (G3, G4): SMTP faults injected at the protocol
+level, bounded retries of what surely failed, and operators settling what is unknown."""
+
+from __future__ import annotations
+
+import threading
+from datetime import date, timedelta
+
+import pandas as pd
+from sqlalchemy import text
+
+from flows.nightly_alerts import nightly_alerts
+from tasks import db
+from tests.factories import contract, insert
+from tests.smtp_server import free_port
+
+AS_OF = date(2027, 1, 1)
+RENEWAL = AS_OF + timedelta(days=30)
+
+
+def key(cid: str) -> str:
+    return f"renewal/{cid}/{RENEWAL}/30d"
+
+
+def statuses(url: str) -> dict[str, str]:
+    ledger = db.ledger_rows(db.engine_for(url))
+    return dict(zip(ledger["key"], ledger["status"], strict=True))
+
+
+def test_each_fault_ends_sent_once_or_visibly_pending_or_failed(run_env, smtp_sink, monkeypatch):
+    url = run_env
+    faults = {"rcpt451": "rcpt_451", "data554": "data_554", "drop": "drop_before_data_reply"}
+    insert(url, "contracts", [contract(c, RENEWAL) for c in ["ok1", "ok2", *faults]])
+    for cid, fault in faults.items():
+        smtp_sink.faults[f"{cid}@example.com"] = fault
+    nightly_alerts(as_of=AS_OF, retry_backoff_minutes=0)
+    assert statuses(url) == {key("ok1"): "sent", key("ok2"): "sent", key("rcpt451"): "failed",
+                             key("data554"): "failed", key("drop"): "pending"}
+    ledger = db.ledger_rows(db.engine_for(url)).set_index("key")
+    assert "451" in ledger.loc[key("rcpt451"), "error"]
+    assert "554" in ledger.loc[key("data554"), "error"]
+    assert "outcome unknown after DATA" in ledger.loc[key("drop"), "error"]
+
+    # The server heals. The transient failure is retried and sent; the permanent
+    # 5xx refusal is not; the pending one (maybe delivered) is never resent.
+    smtp_sink.faults.clear()
+    again = nightly_alerts(as_of=AS_OF, retry_backoff_minutes=0)
+    assert again.retried == 1 and again.sent == 1 and again.won == 0
+    assert statuses(url)[key("rcpt451")] == "sent"
+    assert statuses(url)[key("data554")] == "failed" and statuses(url)[key("drop")] == "pending"
+    received = smtp_sink.keys()
+    assert sorted(received) == sorted([key("ok1"), key("ok2"), key("rcpt451")])
+    assert smtp_sink.data_seen.count(key("drop")) == 1  # it did reach the server once
+    retried = smtp_sink.by_key()[key("rcpt451")]
+    assert retried["Message-ID"] == db.read_frame(
+        db.engine_for(url), "SELECT message_id FROM dueflow_ledger WHERE key = :k",
+        {"k": key("rcpt451")})["message_id"][0]
+    assert again.ledger_pending == 1 and again.ledger_failed == 1
+
+
+def test_server_down_fails_every_key_and_retries_are_bounded(run_env, monkeypatch):
+    url = run_env
+    monkeypatch.setenv("DUEFLOW_MAIL_URL", f"smtp://127.0.0.1:{free_port()}")  # nobody listens
+    insert(url, "contracts", [contract(c, RENEWAL) for c in ["a", "b"]])
+    first = nightly_alerts(as_of=AS_OF, retry_backoff_minutes=0, retry_max_attempts=3)
+    assert first.failed == 2 and "Connection refused" in first.rows["detail"].iloc[0]
+    for _ in range(4):
+        nightly_alerts(as_of=AS_OF, retry_backoff_minutes=0, retry_max_attempts=3)
+    ledger = db.ledger_rows(db.engine_for(url))
+    assert ledger["attempts"].tolist() == [3, 3]  # bounded: no fourth attempt
+    assert set(ledger["status"]) == {"failed"}
+
+
+def test_backoff_holds_a_retry_until_it_passes(run_env, smtp_sink):
+    url = run_env
+    insert(url, "contracts", [contract("a", RENEWAL)])
+    smtp_sink.faults["a@example.com"] = "rcpt_451"
+    nightly_alerts(as_of=AS_OF, retry_backoff_minutes=60)
+    smtp_sink.faults.clear()
+    held = nightly_alerts(as_of=AS_OF, retry_backoff_minutes=60)
+    assert held.retried == 0 and statuses(url)[key("a")] == "failed"
+    with db.engine_for(url).begin() as conn:  # an hour later
+        conn.execute(text("UPDATE dueflow_ledger SET retry_after = :t"),
+                     {"t": db.utc_stamp(pd.Timestamp("2000-01-01", tz="UTC").to_pydatetime())})
+    assert nightly_alerts(as_of=AS_OF, retry_backoff_minutes=60).retried == 1
+    assert smtp_sink.keys() == [key("a")]
+
+
+def test_a_retry_stops_when_the_invoice_was_paid_meanwhile(run_env, smtp_sink):
+    url = run_env
+    insert(url, "clients", [{"id": "cl", "name": "Client", "email": "cl@clients.example",
+                             "locale": "en", "notes": None, "dunning_paused": False}])
+    insert(url, "invoices", [{"id": "inv", "client_id": "cl", "number": "F-1", "amount": "10",
+                              "currency": "EUR", "status": "sent",
+                              "sent_at": "2026-12-01T10:00:00+00:00", "due_date": "2026-12-31",
+                              "paid_at": None}])
+    smtp_sink.faults["cl@clients.example"] = "rcpt_451"
+    assert nightly_alerts(as_of=AS_OF, retry_backoff_minutes=0).failed == 1
+    with db.engine_for(url).begin() as conn:
+        conn.execute(text("UPDATE invoices SET status = 'paid', paid_at = '2027-01-01T12:00:00+00:00'"))
+    smtp_sink.faults.clear()
+    assert nightly_alerts(as_of=AS_OF, retry_backoff_minutes=0).retried == 0
+    assert smtp_sink.keys() == []
+
+
+def test_concurrent_claims_never_retry_the_same_row(db_url):
+    engine = db.engine_for(db_url)
+    insert(db_url, "contracts", [contract(f"c{n}", RENEWAL) for n in range(300)])
+    candidates = pd.DataFrame({
+        "key": [key(f"c{n}") for n in range(300)], "subject_id": [f"c{n}" for n in range(300)],
+        "cycle": RENEWAL.isoformat(), "step": "30d", "step_rank": 30,
+        "recipient": "x@example.com", "previous_by": None})
+    db.reserve(engine, "renewal", candidates, AS_OF, None)
+    db.store_messages(engine, [{"key": k, "recipient": "x@example.com", "subject": "s",
+                                "body_text": "t", "body_html": "h", "message_id": "<m>"}
+                               for k in candidates["key"]])
+    for k in candidates["key"]:
+        db.record_outcome(engine, k, "failed", None, "451 later")
+    barrier, claimed = threading.Barrier(4), [None] * 4
+
+    def claim(i: int) -> None:
+        with engine.connect() as conn:
+            conn.execute(text("SELECT 1"))
+        barrier.wait()
+        claimed[i] = db.claim_retries(engine, AS_OF, f"run-{i}", max_attempts=3)["key"].tolist()
+
+    threads = [threading.Thread(target=claim, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    everything = [k for keys in claimed for k in keys]
+    assert sorted(everything) == sorted(candidates["key"])  # each claimed exactly once
+    assert set(db.ledger_rows(engine)["attempts"]) == {2}

@@ -1,0 +1,156 @@
+"""Real `dueflow run` processes: killed mid-delivery, racing each other, settled by an
+operator. The SMTP server and the databases are real; so is SIGKILL."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from datetime import date, timedelta
+from pathlib import Path
+
+import pytest
+
+from tasks import db
+from tests.factories import contract, insert
+
+AS_OF = date(2027, 1, 1)
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def start(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.Popen:
+    full = {k: v for k, v in os.environ.items() if not k.startswith("DUEFLOW_")} | env
+    full["PYTHONPATH"] = str(ROOT)
+    return subprocess.Popen([sys.executable, "-m", "flows.cli", *args], env=full, cwd=cwd,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+@pytest.fixture
+def mail_env(smtp_sink, prefect_server) -> dict[str, str]:
+    return {"DUEFLOW_MAIL_URL": f"smtp://127.0.0.1:{smtp_sink.port}",
+            "DUEFLOW_MAIL_FROM": "alerts@dueflow.test", "PREFECT_API_URL": prefect_server}
+
+
+@pytest.fixture
+def cli_env(db_url, mail_env) -> dict[str, str]:
+    return mail_env | {"DUEFLOW_DATABASE_URL": db_url}
+
+
+def due_contracts(url: str, n: int) -> set[str]:
+    rows = [contract(f"c{i:03d}", AS_OF + timedelta(days=[60, 30, 15][i % 3])) for i in range(n)]
+    insert(url, "contracts", rows)
+    return {f"renewal/{r['id']}/{r['renewal_date']}/{[60, 30, 15][i % 3]}d" for i, r in enumerate(rows)}
+
+
+def wait_for(condition, timeout: float = 90.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
+
+
+def test_sigkill_mid_delivery_loses_nothing_and_sends_nothing_twice(cli_env, db_url, smtp_sink,
+                                                                     tmp_path):
+    expected = due_contracts(db_url, 60)
+    smtp_sink.delay = 0.1  # slow enough to be killed half-way
+    run = start(["run", "--as-of", AS_OF.isoformat()], cli_env, tmp_path)
+    wait_for(lambda: len(smtp_sink.keys()) >= 10)
+    run.send_signal(signal.SIGKILL)
+    run.wait(30)
+    received_before = set(smtp_sink.keys())
+    assert 10 <= len(received_before) < len(expected), "the kill did not land mid-delivery"
+
+    after_kill = db.ledger_rows(db.engine_for(db_url))
+    assert set(after_kill["key"]) == expected  # everything was reserved before sending (G2)
+    sent = set(after_kill.loc[after_kill["status"] == "sent", "key"])
+    pending = set(after_kill.loc[after_kill["status"] == "pending", "key"])
+    assert sent <= received_before  # nothing is marked sent that was not received
+    assert pending == expected - sent  # reserved and unconfirmed: visibly pending (G3)
+    assert received_before - sent <= pending  # delivered but unrecorded: pending, not lost
+
+    smtp_sink.delay = 0
+    rerun = start(["run", "--as-of", AS_OF.isoformat()], cli_env, tmp_path)
+    out, err = rerun.communicate(timeout=120)
+    assert rerun.returncode == 0, err
+    assert "Ledger needs attention" in out
+    received = smtp_sink.keys()
+    assert len(received) == len(set(received)), "a key was received twice"
+    assert set(received) == received_before  # pending rows are never resent automatically
+    listed = start(["ledger", "--status", "pending", "--json"], cli_env, tmp_path)
+    out, _ = listed.communicate(timeout=60)
+    assert {json.loads(line)["key"] for line in out.splitlines()} == pending
+
+
+def test_operator_resolves_pending_rows(cli_env, db_url, smtp_sink, tmp_path):
+    expected = due_contracts(db_url, 2)
+    smtp_sink.faults = {"c000@example.com": "drop_before_data_reply",
+                        "c001@example.com": "drop_before_data_reply"}
+    run = start(["run", "--as-of", AS_OF.isoformat()], cli_env, tmp_path)
+    assert run.wait(120) == 0
+    delivered_key, lost_key = sorted(expected)
+    assert set(db.ledger_rows(db.engine_for(db_url))["status"]) == {"pending"}
+    smtp_sink.faults = {}
+    for key, outcome in ((delivered_key, "sent"), (lost_key, "failed")):
+        done = start(["resolve", key, "--as", outcome, "--note", "checked the relay log"],
+                     cli_env, tmp_path)
+        out, err = done.communicate(timeout=60)
+        assert done.returncode == 0, err
+        assert f"pending → {outcome}" in out
+    again = start(["resolve", delivered_key, "--as", "failed"], cli_env, tmp_path)
+    _, err = again.communicate(timeout=60)
+    assert again.returncode == 2 and "no pending ledger row" in err
+    retry = start(["run", "--as-of", AS_OF.isoformat()], cli_env | {"DUEFLOW_RUN_LOCK": "on"},
+                  tmp_path)
+    out, err = retry.communicate(timeout=120)
+    assert retry.returncode == 0, err
+    ledger = db.ledger_rows(db.engine_for(db_url)).set_index("key")
+    # The one settled as failed is retried by the next run, with its stored message;
+    # the one settled as sent is never sent again.
+    assert smtp_sink.keys() == [lost_key]
+    assert "1 retried" in out
+    assert ledger.loc[lost_key, "status"] == "sent" and ledger.loc[lost_key, "attempts"] == 2
+    assert ledger.loc[delivered_key, "status"] == "sent" and ledger.loc[delivered_key, "attempts"] == 1
+    assert "resolved by an operator as sent: checked the relay log" in ledger.loc[delivered_key, "error"]
+
+
+@pytest.mark.pg
+def test_six_racing_runs_without_the_lock_deliver_each_key_once(mail_env, pg_url, smtp_sink,
+                                                                tmp_path):
+    db.init_db(db.engine_for(pg_url))
+    expected = due_contracts(pg_url, 150)
+    smtp_sink.delay = 0.01
+    env = mail_env | {"DUEFLOW_DATABASE_URL": pg_url, "DUEFLOW_RUN_LOCK": "off"}
+    runs = [start(["run", "--as-of", AS_OF.isoformat()], env, tmp_path) for _ in range(6)]
+    results = [r.communicate(timeout=300) for r in runs]
+    assert [r.returncode for r in runs] == [0] * 6, [err for _, err in results]
+    received = smtp_sink.keys()
+    assert len(received) == len(set(received)), "a key was delivered twice"
+    assert set(received) == expected
+    winners = [out for out, _ in results if "sent, 0 failed" in out and "Nothing new" not in out]
+    assert winners, "no run reported sending"
+
+
+@pytest.mark.pg
+def test_with_the_lock_one_run_works_and_the_others_exit_cleanly(mail_env, pg_url, smtp_sink,
+                                                                 tmp_path):
+    db.init_db(db.engine_for(pg_url))
+    expected = due_contracts(pg_url, 80)
+    smtp_sink.gate.clear()  # the first run blocks in its first DATA until we open the gate
+    env = mail_env | {"DUEFLOW_DATABASE_URL": pg_url, "DUEFLOW_RUN_LOCK": "on"}
+    first = start(["run", "--as-of", AS_OF.isoformat()], env, tmp_path)
+    wait_for(lambda: len(smtp_sink.data_seen) >= 1)
+    others = [start(["run", "--as-of", AS_OF.isoformat()], env, tmp_path) for _ in range(5)]
+    for other in others:
+        out, err = other.communicate(timeout=120)
+        assert other.returncode == 0, err
+        assert "another dueflow run is active on this database" in out
+        assert "Traceback" not in err
+    assert first.poll() is None, "the first run finished before the others were turned away"
+    smtp_sink.gate.set()
+    out, err = first.communicate(timeout=300)
+    assert first.returncode == 0, err
+    assert "80 sent, 0 failed, 0 pending of 80 new" in out
+    assert sorted(smtp_sink.keys()) == sorted(expected)
