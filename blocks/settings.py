@@ -45,12 +45,13 @@ class Settings:
         if name := env.get("DUEFLOW_DATABASE_BLOCK"):
             from blocks.prefect_blocks import DueflowDatabase
 
-            settings = replace(settings, database_url=_load(DueflowDatabase, name).url.get_secret_value())
+            block = load_block(DueflowDatabase, name)
+            settings = replace(settings, database_url=block.url.get_secret_value())
         if name := env.get("DUEFLOW_MAIL_BLOCK"):
             from prefect_email import EmailServerCredentials
 
             settings = replace(settings, mail_url=mail_url_from_credentials(
-                _load(EmailServerCredentials, name)))
+                load_block(EmailServerCredentials, name)))
         return settings
 
     def zone(self) -> ZoneInfo:
@@ -64,7 +65,7 @@ class Settings:
         return datetime.now(self.zone()).date()
 
 
-def _load(block_class: Any, name: str) -> Any:
+def load_block(block_class: Any, name: str) -> Any:
     try:
         return block_class.load(name)
     except ValueError as exc:

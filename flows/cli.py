@@ -74,6 +74,11 @@ def _run_flow(settings: Settings, as_of: date | None, dry_run: bool) -> int:
     print(summary.headline())
     counts = "  ".join(f"{k.replace('_', ' ')}: {v}" for k, v in summary.counts().items())
     print(counts)
+    usage = summary.llm_usage()
+    if usage["llm"] or usage["template"]:
+        print(f"Reminder paragraphs: {usage['llm']} drafted by the LLM, {usage['template']} from"
+              f" templates; tokens {usage['prompt_tokens']} prompt + {usage['completion_tokens']}"
+              " completion.")
     if summary.ledger_pending or summary.ledger_failed:
         print(f"Ledger needs attention: {summary.ledger_pending} pending, "
               f"{summary.ledger_failed} failed (see `dueflow ledger --status pending`).")

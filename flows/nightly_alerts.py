@@ -17,15 +17,17 @@ from tasks import db
 from tasks.compose import Composed, OutgoingEmail
 from tasks.decide import Decision, normalise_leads
 from tasks.deliver import deliver
+from tasks.llm import Draft, resolve_llm_config
 from tasks.lock import run_lock, run_lock_enabled
 from tasks.mail import MailConfig, parse_mail_url
-from tasks.report import ROW_COLUMNS, RunSummary, summarize
+from tasks.report import ROW_COLUMNS, RunSummary, drafts_frame, summarize
 from tasks.steps import (
     claim_retries,
     compose_dunning,
     compose_renewals,
     decide_dunning,
     decide_renewals,
+    draft_reminders,
     extract_dunning,
     extract_renewals,
     publish_report,
@@ -71,7 +73,8 @@ def run_job(
     candidates = decision.to_reserve
     if ctx.dry_run:
         emails, failures = compose(candidates)
-        subjects = {e.key: e.subject for e in emails} | dict(failures)
+        subjects = {e.key: e.subject + (f" [{e.draft_source} paragraph]" if e.draft_source else "")
+                    for e in emails} | dict(failures)
         parts.append(_rows(job, candidates, "would send", subjects))
     else:
         quarantine_rows(url, job, bad, ctx.as_of, ctx.flow_run_id)
@@ -157,19 +160,29 @@ def _nightly(
     dunning = decide_dunning(invoices, clients, dunning_history, as_of, dunning_delays,
                              settings.timezone, settings.escalation_to)
 
+    llm = resolve_llm_config()
+    drafts: list[Draft] = []
+
+    def compose_dunning_step(winners: pd.DataFrame) -> Composed:
+        # Drafting happens here, after reservation: the model is only ever asked
+        # about keys this run won, once, and the text is stored before sending.
+        new = draft_reminders(winners, url, settings.timezone, llm)
+        drafts.extend(new)
+        return compose_dunning(winners, dunning_history, settings.mail_from, new)
+
     rows = pd.concat(
         [
             pd.DataFrame(columns=list(ROW_COLUMNS)) if dry_run else retry_failed(ctx, retry_max_attempts),
             run_job(ctx, "renewal", "contracts", renewals,
                     lambda due: compose_renewals(due, renewal_locale, settings.mail_from)),
-            run_job(ctx, "dunning", "invoices", dunning,
-                    lambda due: compose_dunning(due, dunning_history, settings.mail_from)),
+            run_job(ctx, "dunning", "invoices", dunning, compose_dunning_step),
         ],
         ignore_index=True,
     )
     engine = db.engine_for(url)
     ledger_counts = {} if dry_run else db.unsettled_counts(engine)
     unsettled = None if dry_run else db.unsettled_rows(engine)
-    summary = summarize(as_of, dry_run, ctx.flow_run_id, rows, ledger_counts, unsettled)
+    summary = summarize(as_of, dry_run, ctx.flow_run_id, rows, ledger_counts, unsettled,
+                        drafts_frame(drafts))
     publish_report(summary)
     return summary

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from datetime import date
 from functools import cache
@@ -32,6 +32,8 @@ class OutgoingEmail:
     body_text: str
     body_html: str
     message_id: str
+    draft_source: str | None = None  # dunning reminders: 'llm' or 'template' paragraph
+    draft_note: str | None = None  # why the template was used, or the model's tone
 
     def as_row(self) -> dict[str, Any]:
         return asdict(self)
@@ -97,7 +99,7 @@ def compose_each(due: pd.DataFrame, render_one: Callable[[Any], OutgoingEmail]) 
     return emails, failures
 
 
-def _email(row: Any, mail_from: str, rendered: tuple[str, str, str]) -> OutgoingEmail:
+def _email(row: Any, mail_from: str, rendered: tuple[str, str, str], draft: Any = None) -> OutgoingEmail:
     subject, text, html = rendered
     return OutgoingEmail(
         key=row.key,
@@ -106,6 +108,8 @@ def _email(row: Any, mail_from: str, rendered: tuple[str, str, str]) -> Outgoing
         body_text=text,
         body_html=html,
         message_id=message_id_for(row.key, mail_from),
+        draft_source=draft.source if draft else None,
+        draft_note=(draft.note or (f"tone: {draft.tone}" if draft.tone else None)) if draft else None,
     )
 
 
@@ -141,13 +145,14 @@ def compose_dunning_emails(
     due: pd.DataFrame,
     history: pd.DataFrame,
     mail_from: str,
-    paragraphs: dict[str, str] | None = None,
+    drafts: Mapping[str, Any] | None = None,
 ) -> Composed:
     """Reminders to the client in their locale, or the OVERDUE escalation (in English)
-    with the invoice's whole reminder history. `paragraphs` maps a key to the
-    personalised paragraph placed inside the template (facts stay in the template)."""
+    with the invoice's whole reminder history. `drafts` maps a key to its
+    `tasks.llm.Draft`: the paragraph placed inside the template (G7: the facts
+    around it come from the data, never from the model)."""
     steps = reminder_history(history)
-    paragraphs = paragraphs or {}
+    drafts = drafts or {}
 
     def render_one(row: Any) -> OutgoingEmail:
         invoice_steps = steps.get(row.subject_id, [])
@@ -166,9 +171,9 @@ def compose_dunning_emails(
             "history": invoice_steps,
             "previous_date": format_date(
                 date.fromisoformat(invoice_steps[-1]["as_of"]) if invoice_steps else None, locale),
-            "paragraph": paragraphs.get(row.key, ""),
+            "paragraph": draft.paragraph if (draft := drafts.get(row.key)) else "",
         }
         kind = "escalation" if row.step == "OVERDUE" else "dunning"
-        return _email(row, mail_from, render(kind, locale, context))
+        return _email(row, mail_from, render(kind, locale, context), draft)
 
     return compose_each(due, render_one)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
 from datetime import date
+from typing import Any
 
 import pandas as pd
 
@@ -34,6 +36,17 @@ class RunSummary:
     skipped: str | None = None  # why the run did nothing (another run held the lock)
     rows: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(ROW_COLUMNS)))
     unsettled: pd.DataFrame = field(default_factory=pd.DataFrame)  # oldest pending/failed keys
+    # Reminder paragraphs: key, source (llm/template), tone, note, paragraph, tokens.
+    drafts: pd.DataFrame = field(default_factory=pd.DataFrame)
+
+    def llm_usage(self) -> dict[str, int]:
+        """How the reminder paragraphs were drafted, and the tokens the model used."""
+        d = self.drafts
+        if d.empty:
+            return {"llm": 0, "template": 0, "prompt_tokens": 0, "completion_tokens": 0}
+        return {"llm": int((d["source"] == "llm").sum()), "template": int((d["source"] == "template").sum()),
+                "prompt_tokens": int(d["prompt_tokens"].sum()),
+                "completion_tokens": int(d["completion_tokens"].sum())}
 
     def counts(self) -> dict[str, int]:
         return {name: getattr(self, name) for name in COUNT_NAMES}
@@ -60,6 +73,7 @@ def summarize(
     rows: pd.DataFrame,
     ledger_counts: dict[str, int],
     unsettled: pd.DataFrame | None = None,
+    drafts: pd.DataFrame | None = None,
 ) -> RunSummary:
     """Counts derived from this run's rows (see RunSummary.rows)."""
     status = rows["status"]
@@ -82,7 +96,15 @@ def summarize(
         ledger_failed=ledger_counts.get("failed", 0),
         rows=rows.reset_index(drop=True),
         unsettled=pd.DataFrame() if unsettled is None else unsettled,
+        drafts=pd.DataFrame() if drafts is None else drafts,
     )
+
+
+def drafts_frame(drafts: Sequence[Any]) -> pd.DataFrame:
+    """The run's reminder drafts (tasks.llm.Draft) as a DataFrame."""
+    return pd.DataFrame([asdict(d) for d in drafts],
+                        columns=["key", "paragraph", "source", "tone", "note", "prompt_tokens",
+                                 "completion_tokens"])
 
 
 def markdown(summary: RunSummary, limit: int = 50) -> str:
@@ -92,6 +114,11 @@ def markdown(summary: RunSummary, limit: int = 50) -> str:
     lines += [f"| {name.replace('_', ' ')} | {value} |" for name, value in summary.counts().items()]
     lines += [f"| pending in ledger (all runs) | {summary.ledger_pending} |",
               f"| failed in ledger (all runs) | {summary.ledger_failed} |"]
+    usage = summary.llm_usage()
+    if usage["llm"] or usage["template"]:
+        lines.append(f"| reminder paragraphs: LLM / template | {usage['llm']} / {usage['template']} |")
+        lines.append(f"| LLM tokens (prompt + completion) | {usage['prompt_tokens']} + "
+                     f"{usage['completion_tokens']} |")
     attention = summary.rows[summary.rows["status"].isin(["failed", "pending", "quarantined"])]
     if not attention.empty:
         lines += ["", "## Needs attention", "", "| status | key | detail |", "|---|---|---|"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import date
+from typing import TYPE_CHECKING
 
 import pandas as pd
 from prefect import task
@@ -25,6 +26,9 @@ from tasks.compose import (
 )
 from tasks.decide import Decision, due_dunning_steps, due_renewal_alerts, renewal_window
 from tasks.report import RunSummary, markdown
+
+if TYPE_CHECKING:
+    from tasks.llm import Draft, LLMConfig
 
 
 @task(name="extract-renewals", cache_policy=NO_CACHE)
@@ -103,9 +107,29 @@ def compose_renewals(winners: pd.DataFrame, locale: str, mail_from: str) -> Comp
     return compose_renewal_alerts(winners, locale, mail_from)
 
 
+@task(name="draft-reminder-paragraphs", cache_policy=NO_CACHE)
+def draft_reminders(
+    winners: pd.DataFrame, database_url: str, timezone: str, llm: LLMConfig | None
+) -> list[Draft]:
+    """The personalised paragraph of each REMINDED_1/2 this run won (G7). The model is
+    asked only here, only for freshly reserved keys: a retry resends the stored text."""
+    from tasks.llm import DRAFTED_STEPS, draft_paragraphs, payment_history_frame
+
+    reminders = winners[winners["step"].isin(DRAFTED_STEPS)]
+    if reminders.empty:
+        return []
+    history = pd.DataFrame()
+    if llm is not None:  # the payment history only feeds the model's prompt
+        raw = db.read_frame(db.engine_for(database_url), statement("client_payment_history"), {})
+        history = payment_history_frame(raw, timezone)
+    return draft_paragraphs(reminders, history, llm)
+
+
 @task(name="compose-dunning-emails", cache_policy=NO_CACHE)
-def compose_dunning(winners: pd.DataFrame, history: pd.DataFrame, mail_from: str) -> Composed:
-    return compose_dunning_emails(winners, history, mail_from)
+def compose_dunning(
+    winners: pd.DataFrame, history: pd.DataFrame, mail_from: str, drafts: Sequence[Draft]
+) -> Composed:
+    return compose_dunning_emails(winners, history, mail_from, {d.key: d for d in drafts})
 
 
 @task(name="record-failures", cache_policy=NO_CACHE)
