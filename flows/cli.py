@@ -8,6 +8,7 @@ import os
 import sys
 from collections.abc import Callable
 from datetime import date
+from pathlib import Path
 
 from blocks.settings import ConfigError, Settings, redact_url
 
@@ -40,6 +41,9 @@ def _check_ready(settings: Settings) -> None:
     parse_mail_url(settings.mail_url)
     engine = db.engine_for(settings.database_url)
     where = redact_url(settings.database_url)
+    path = engine.url.database if engine.dialect.name == "sqlite" else None
+    if path and path != ":memory:" and not Path(path).exists():  # connecting would create it
+        raise UserError(f"the database file {path} does not exist: run `dueflow init-db` first")
     try:
         problems = db.schema_problems(engine)
     except SQLAlchemyError as exc:

@@ -68,7 +68,7 @@ def test_init_db_is_idempotent(tmp_path, project_env):
          "cannot reach the database postgresql://nobody@127.0.0.1:{port}/x"),
         (["run"], {"DUEFLOW_DATABASE_URL": "postgresql://u:s3cret@127.0.0.1:{port}/x"},
          "cannot reach the database postgresql://u:***@127.0.0.1:{port}/x"),
-        (["run"], {}, "is not ready: table contracts is missing"),
+        (["run"], {}, "the database file dueflow.db does not exist: run `dueflow init-db` first"),
         (["run"], {"DUEFLOW_MAIL_URL": "smtpx://mail"}, "DUEFLOW_MAIL_URL must look like"),
         (["run"], {"DUEFLOW_TIMEZONE": "Mars/Olympus"}, "is not a known time zone"),
         (["run"], {"DUEFLOW_DATABASE_URL": "nonsense"}, "is not a usable database URL"),
@@ -83,3 +83,15 @@ def test_bad_input_gets_one_clear_line(tmp_path, project_env, args, env, message
     assert "Traceback" not in result.stderr and "s3cret" not in result.stderr
     assert len(result.stderr.strip().splitlines()) <= 2  # argparse adds its usage line
     assert not (tmp_path / "outbox").exists()
+
+
+def test_own_table_missing_a_column_is_named(tmp_path, project_env):
+    import sqlite3
+
+    with sqlite3.connect(tmp_path / "own.db") as conn:
+        conn.execute("CREATE TABLE contracts (id text primary key, vendor text, renewal_date date)")
+    env = project_env | {"DUEFLOW_DATABASE_URL": "sqlite:///own.db"}
+    result = dueflow("run", cwd=tmp_path, env=env)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert ("table contracts has no column(s) amount, currency, notify_email, status, title"
+            in result.stderr)
