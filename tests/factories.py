@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
 from datetime import date
+from typing import TypeVar
 
 from sqlalchemy import text
 
 from tasks import db
+
+T = TypeVar("T")
 
 
 def insert(url: str, table: str, rows: Sequence[dict]) -> None:
@@ -43,3 +47,29 @@ def mark_paid(url: str, invoice_id: str, paid_at: str) -> None:
     with db.engine_for(url).begin() as conn:
         conn.execute(text("UPDATE invoices SET status = 'paid', paid_at = :p WHERE id = :id"),
                      {"p": paid_at, "id": invoice_id})
+
+
+def race(engine, work: Sequence[Callable[[], T]]) -> list[T]:
+    """Run each callable in its own thread, all released at the same instant, each
+    with a database connection already open (so connecting does not stagger them)."""
+    barrier = threading.Barrier(len(work))
+    results: list[T | None] = [None] * len(work)
+    errors: list[BaseException] = []
+
+    def run(i: int) -> None:
+        try:
+            with engine.connect() as conn:
+                conn.execute(text("SELECT 1"))
+            barrier.wait()
+            results[i] = work[i]()
+        except BaseException as exc:  # surfaced below, in the test's thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(work))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    if errors:
+        raise errors[0]
+    return results  # type: ignore[return-value]

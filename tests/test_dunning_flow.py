@@ -3,17 +3,15 @@ race on PostgreSQL against a payment landing between extraction and reservation.
 
 from __future__ import annotations
 
-import threading
 from datetime import date, timedelta
 
 import pandas as pd
-from sqlalchemy import text
 
 from flows.nightly_alerts import nightly_alerts
 from sql import statement
 from tasks import db
 from tasks.decide import due_dunning_steps
-from tests.factories import client, insert, invoice, mark_paid
+from tests.factories import client, insert, invoice, mark_paid, race
 
 DAY0 = date(2027, 1, 4)
 
@@ -123,19 +121,8 @@ def test_payment_between_extraction_and_reservation_while_runs_race(pg_url):
     for invoice_id in paid:
         mark_paid(pg_url, invoice_id, day(7).isoformat() + "T08:00:00+00:00")
 
-    barrier, won = threading.Barrier(3), [set(), set(), set()]
-
-    def reserve(i: int) -> None:
-        with engine.connect() as conn:
-            conn.execute(text("SELECT 1"))
-        barrier.wait()
-        won[i] = db.reserve(engine, "dunning", decisions[i].to_reserve, day(7), None)
-
-    threads = [threading.Thread(target=reserve, args=(i,)) for i in range(3)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
+    won = race(engine, [lambda d=d: db.reserve(engine, "dunning", d.to_reserve, day(7), None)
+                        for d in decisions])
     winners = [k for w in won for k in w]
     assert len(winners) == len(set(winners))
     assert set(winners) == {f"dunning/i{n}/REMINDED_1" for n in range(200)} - {

@@ -3,7 +3,6 @@ level, bounded retries of what surely failed, and operators settling what is unk
 
 from __future__ import annotations
 
-import threading
 from datetime import date, timedelta
 
 import pandas as pd
@@ -11,7 +10,7 @@ from sqlalchemy import text
 
 from flows.nightly_alerts import nightly_alerts
 from tasks import db
-from tests.factories import contract, insert
+from tests.factories import contract, insert, race
 from tests.smtp_server import free_port
 
 AS_OF = date(2027, 1, 1)
@@ -116,19 +115,9 @@ def test_concurrent_claims_never_retry_the_same_row(db_url):
                                for k in candidates["key"]])
     for k in candidates["key"]:
         db.record_outcome(engine, k, "failed", None, "451 later")
-    barrier, claimed = threading.Barrier(4), [None] * 4
-
-    def claim(i: int) -> None:
-        with engine.connect() as conn:
-            conn.execute(text("SELECT 1"))
-        barrier.wait()
-        claimed[i] = db.claim_retries(engine, AS_OF, f"run-{i}", max_attempts=3)["key"].tolist()
-
-    threads = [threading.Thread(target=claim, args=(i,)) for i in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
+    claimed = race(engine, [
+        lambda i=i: db.claim_retries(engine, AS_OF, f"run-{i}", max_attempts=3)["key"].tolist()
+        for i in range(4)])
     everything = [k for keys in claimed for k in keys]
     assert sorted(everything) == sorted(candidates["key"])  # each claimed exactly once
     assert set(db.ledger_rows(engine)["attempts"]) == {2}

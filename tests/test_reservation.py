@@ -4,7 +4,6 @@ their own connection, reserve overlapping keys at the same moment."""
 from __future__ import annotations
 
 import multiprocessing as mp
-import threading
 from datetime import date
 
 import pandas as pd
@@ -12,6 +11,7 @@ import pytest
 from sqlalchemy import text
 
 from tasks import db
+from tests.factories import race
 
 AS_OF = date(2027, 1, 1)
 CYCLE = "2027-02-15"
@@ -56,18 +56,10 @@ def assert_exactly_one_winner(url: str, winners: list[list[str]], wanted: set[st
 
 def test_threads_race_for_overlapping_keys(db_url):
     sets = overlapping_sets(workers=8, keys=400)
-    barrier = threading.Barrier(len(sets))
     engine = db.engine_for(db_url)
-    results: list[list[str]] = [[] for _ in sets]
-
-    def work(i: int) -> None:
-        results[i] = sorted(_reserve(engine, sets[i], barrier))
-
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(len(sets))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
+    results = race(engine, [
+        lambda ids=ids: sorted(db.reserve(engine, "renewal", candidates(ids), AS_OF, None))
+        for ids in sets])
     wanted = {k for ids in sets for k in candidates(ids)["key"]}
     assert_exactly_one_winner(db_url, results, wanted)
 
@@ -110,22 +102,11 @@ def test_stale_and_fresh_runs_racing_keep_the_lead_order(pg_url):
     db.init_db(db.engine_for(pg_url))
     engine = db.engine_for(pg_url)
     ids = list(range(300))
-    barrier = threading.Barrier(2)
-    results: dict[int, set[str]] = {}
-
-    def work(lead: int) -> None:
-        with engine.connect() as conn:
-            conn.execute(text("SELECT 1"))
-        barrier.wait()
-        results[lead] = db.reserve(engine, "renewal", candidates(ids, lead=lead), AS_OF, None)
-
-    threads = [threading.Thread(target=work, args=(lead,)) for lead in (15, 30)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
+    urgent, _stale = race(engine, [
+        lambda lead=lead: db.reserve(engine, "renewal", candidates(ids, lead=lead), AS_OF, None)
+        for lead in (15, 30)])
     ledger = db.ledger_rows(engine)
-    assert len(results[15]) == len(ids)  # the urgent lead is never blocked
+    assert len(urgent) == len(ids)  # the urgent lead is never blocked
     by_contract = ledger.assign(contract=ledger["key"].str.split("/").str[1])
     for _, rows in by_contract.sort_values("created_at").groupby("contract"):
         leads = [int(k.split("/")[-1][:-1]) for k in rows["key"]]
