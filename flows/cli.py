@@ -66,6 +66,7 @@ def _run_flow(settings: Settings, as_of: date | None, dry_run: bool) -> int:
     _check_ready(settings)
     _quiet_prefect()
     from flows.nightly_alerts import nightly_alerts
+    from tasks.llm import OFF_NOTE
     from tasks.report import text_table
 
     summary = nightly_alerts(as_of=as_of, dry_run=dry_run)
@@ -79,7 +80,8 @@ def _run_flow(settings: Settings, as_of: date | None, dry_run: bool) -> int:
     counts = "  ".join(f"{k.replace('_', ' ')}: {v}" for k, v in summary.counts().items())
     print(counts)
     usage = summary.llm_usage()
-    if usage["llm"] or usage["template"]:
+    llm_was_on = not summary.drafts.empty and (summary.drafts["note"] != OFF_NOTE).any()
+    if llm_was_on:
         print(f"Reminder paragraphs: {usage['llm']} drafted by the LLM, {usage['template']} from"
               f" templates; tokens {usage['prompt_tokens']} prompt + {usage['completion_tokens']}"
               " completion.")
@@ -103,7 +105,8 @@ def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
     added = seed_sample_data(engine, settings.today())
     print(f"dueflow demo — database {redact_url(settings.database_url)}, "
           f"mail to {parse_mail_url(settings.mail_url).describe()}")
-    print(f"{added} sample contract(s) added; running the nightly flow for {settings.today()}…\n")
+    print(f"{added} sample row(s) added (contracts, clients, invoices); running the nightly flow"
+          f" for {settings.today()}…\n")
     code = _run_flow(settings, None, False)
     print(f"\nEmails went to {parse_mail_url(settings.mail_url).describe()}. See `dueflow ledger`"
           " and `dueflow invoices`; run `dueflow demo` again and the ledger sends nothing new.")
