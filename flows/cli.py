@@ -31,6 +31,12 @@ def _as_of(value: str) -> date:
         raise argparse.ArgumentTypeError(f"invalid date {value!r}: expected YYYY-MM-DD") from None
 
 
+def _count(value: str) -> int:
+    if not value.isdigit():
+        raise argparse.ArgumentTypeError(f"invalid count {value!r}: expected a whole number")
+    return int(value)
+
+
 def _check_ready(settings: Settings) -> None:
     """Fail fast, before any write, on a bad mail URL or an unreachable/uninitialised DB."""
     from sqlalchemy.exc import SQLAlchemyError
@@ -62,14 +68,14 @@ def cmd_init_db(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-def _run_flow(settings: Settings, as_of: date | None, dry_run: bool) -> int:
+def _run_flow(settings: Settings, as_of: date | None, dry_run: bool, **params: object) -> int:
     _check_ready(settings)
     _quiet_prefect()
     from flows.nightly_alerts import nightly_alerts
     from tasks.llm import OFF_NOTE
     from tasks.report import text_table
 
-    summary = nightly_alerts(as_of=as_of, dry_run=dry_run)
+    summary = nightly_alerts(as_of=as_of, dry_run=dry_run, **params)
     if summary.skipped:
         print(summary.headline())
         return 0
@@ -92,7 +98,11 @@ def _run_flow(settings: Settings, as_of: date | None, dry_run: bool) -> int:
 
 
 def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
-    return _run_flow(settings, args.as_of, args.dry_run)
+    return _run_flow(settings, args.as_of, args.dry_run, send_cap=args.send_cap)
+
+
+def cmd_adopt(args: argparse.Namespace, settings: Settings) -> int:
+    return _run_flow(settings, args.as_of, args.dry_run, adopt=True)
 
 
 def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
@@ -179,6 +189,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, Settings], int]] = {
     "ledger": cmd_ledger,
     "invoices": cmd_invoices,
     "resolve": cmd_resolve,
+    "adopt": cmd_adopt,
 }
 
 
@@ -191,6 +202,12 @@ def parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run the nightly flow once")
     run.add_argument("--as-of", type=_as_of, help="business date YYYY-MM-DD (default: today)")
     run.add_argument("--dry-run", action="store_true", help="decide and render, write nothing")
+    run.add_argument("--send-cap", type=_count, metavar="N",
+                     help="at most N new emails per job in this run (most urgent first)")
+    adopt = sub.add_parser("adopt", help="take over existing data: record everything due now"
+                           " as handled, without sending")
+    adopt.add_argument("--as-of", type=_as_of, help="business date YYYY-MM-DD (default: today)")
+    adopt.add_argument("--dry-run", action="store_true", help="show what would be adopted")
     sub.add_parser("demo", help="load sample data and run the flow on it")
     ledger = sub.add_parser("ledger", help="list ledger rows")
     ledger.add_argument("--status", choices=["pending", "sent", "failed"])

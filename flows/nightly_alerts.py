@@ -15,7 +15,7 @@ from prefect.task_runners import ThreadPoolTaskRunner
 from blocks.settings import ConfigError, Settings
 from tasks import db
 from tasks.compose import Composed, OutgoingEmail
-from tasks.decide import Decision, normalise_leads
+from tasks.decide import Decision, most_urgent_first, normalise_leads
 from tasks.deliver import deliver
 from tasks.llm import Draft, resolve_llm_config
 from tasks.lock import run_lock, run_lock_enabled
@@ -48,6 +48,8 @@ class RunContext:
     dry_run: bool
     flow_run_id: str | None
     retry_backoff: timedelta
+    send_cap: int | None = None  # at most this many new emails per job; the rest wait a night
+    adopt: bool = False  # record what is due as handled ('adopted') and send nothing
 
 
 def _rows(job: str, frame: pd.DataFrame, status: str, detail: str | dict[str, str]) -> pd.DataFrame:
@@ -58,11 +60,29 @@ def _rows(job: str, frame: pd.DataFrame, status: str, detail: str | dict[str, st
     ).reindex(columns=ROW_COLUMNS)
 
 
+def deliver_winners(
+    ctx: RunContext, job: str, winners: pd.DataFrame, compose: Callable[[pd.DataFrame], Composed]
+) -> pd.DataFrame:
+    """compose → store (G2) → deliver the keys this run won; one summary row per key."""
+    url = ctx.settings.database_url
+    emails, failures = compose(winners)
+    store_messages(url, emails)
+    record_failures(url, failures)
+    failed = dict(failures)
+    deliveries = deliver(emails, ctx.mail, ctx.settings.mail_from, url, DELIVERY_WORKERS,
+                         ctx.retry_backoff)
+    return pd.concat([
+        _rows(job, winners[winners["key"].isin(failed)], "failed", failed),
+        pd.DataFrame([{"job": job, "key": d.key, "recipient": d.recipient, "status": d.status,
+                       "detail": d.detail} for d in deliveries], columns=list(ROW_COLUMNS)),
+    ], ignore_index=True)
+
+
 def run_job(
     ctx: RunContext, job: str, source: str, decision: Decision,
     compose: Callable[[pd.DataFrame], Composed],
 ) -> pd.DataFrame:
-    """reserve → compose → store → deliver for one job; returns the job's summary rows."""
+    """quarantine → reserve → compose → store → deliver for one job; its summary rows."""
     url = ctx.settings.database_url
     bad = decision.quarantined
     parts = [
@@ -71,6 +91,11 @@ def run_job(
         _rows(job, decision.due[decision.due["handled"]], "already handled", "already in the ledger"),
     ]
     candidates = decision.to_reserve
+    if ctx.send_cap is not None and len(candidates) > ctx.send_cap:
+        ordered = most_urgent_first(candidates)
+        candidates, deferred = ordered.head(ctx.send_cap), ordered.iloc[ctx.send_cap:]
+        parts.append(_rows(job, deferred, "deferred",
+                           f"send cap of {ctx.send_cap} reached: a later run picks it up"))
     if ctx.dry_run:
         emails, failures = compose(candidates)
         subjects = {e.key: e.subject + (f" [{e.draft_source} paragraph]" if e.draft_source else "")
@@ -78,22 +103,15 @@ def run_job(
         parts.append(_rows(job, candidates, "would send", subjects))
     else:
         quarantine_rows(url, job, bad, ctx.as_of, ctx.flow_run_id)
-        won = reserve_slots(url, job, candidates, ctx.as_of, ctx.flow_run_id)
+        won = reserve_slots(url, job, candidates, ctx.as_of, ctx.flow_run_id,
+                            status="adopted" if ctx.adopt else "pending")
         winners = candidates[candidates["key"].isin(won)]
         parts.append(_rows(job, candidates[~candidates["key"].isin(won)], "already handled",
                            "reserved by another run"))
-        emails, failures = compose(winners)
-        store_messages(url, emails)
-        record_failures(url, failures)
-        failed = dict(failures)
-        parts.append(_rows(job, winners[winners["key"].isin(failed)], "failed", failed))
-        deliveries = deliver(emails, ctx.mail, ctx.settings.mail_from, url, DELIVERY_WORKERS,
-                             ctx.retry_backoff)
-        parts.append(pd.DataFrame(
-            [{"job": job, "key": d.key, "recipient": d.recipient, "status": d.status,
-              "detail": d.detail} for d in deliveries],
-            columns=list(ROW_COLUMNS),
-        ))
+        if ctx.adopt:
+            parts.append(_rows(job, winners, "adopted", "recorded as handled; not sent"))
+        else:
+            parts.append(deliver_winners(ctx, job, winners, compose))
     kept = [p for p in parts if not p.empty]
     return pd.concat(kept, ignore_index=True) if kept else pd.DataFrame(columns=list(ROW_COLUMNS))
 
@@ -123,17 +141,24 @@ def nightly_alerts(
     dunning_delays: list[int] = [7, 5, 7],  # noqa: B006 - days SENT→R1, R1→R2, R2→OVERDUE
     retry_max_attempts: int = 3,
     retry_backoff_minutes: int = 60,
+    send_cap: int | None = None,
+    adopt: bool = False,
 ) -> RunSummary:
     """Send every renewal alert and dunning step due on `as_of` exactly once.
     `dry_run` decides and renders on the same code path, and writes and sends nothing.
     Rows that surely failed are retried by later runs, at most `retry_max_attempts`
-    attempts in all, no sooner than `retry_backoff_minutes` after the last one."""
+    attempts in all, no sooner than `retry_backoff_minutes` after the last one.
+    `send_cap` limits new emails per job and run (most urgent first; the rest wait for a
+    later run, rules intact); `adopt` records everything due as handled without sending,
+    to take over existing data without mailing it all at once."""
     settings = Settings.from_env().with_blocks()
     mail = parse_mail_url(settings.mail_url)  # a bad mail URL stops the run before any write
     as_of = as_of or settings.today()
     leads = normalise_leads(renewal_leads)
+    if send_cap is not None and send_cap < 0:
+        raise ConfigError(f"send_cap must be a non-negative number of emails, got {send_cap}")
     ctx = RunContext(settings, mail, as_of, dry_run, flow_run.get_id(),
-                     timedelta(minutes=retry_backoff_minutes))
+                     timedelta(minutes=retry_backoff_minutes), send_cap, adopt)
     engine = db.engine_for(settings.database_url)
     if problems := db.schema_problems(engine):
         raise ConfigError("the database is not ready: " + "; ".join(problems)
@@ -172,7 +197,8 @@ def _nightly(
 
     rows = pd.concat(
         [
-            pd.DataFrame(columns=list(ROW_COLUMNS)) if dry_run else retry_failed(ctx, retry_max_attempts),
+            pd.DataFrame(columns=list(ROW_COLUMNS)) if dry_run or ctx.adopt
+            else retry_failed(ctx, retry_max_attempts),
             run_job(ctx, "renewal", "contracts", renewals,
                     lambda due: compose_renewals(due, renewal_locale, settings.mail_from)),
             run_job(ctx, "dunning", "invoices", dunning, compose_dunning_step),

@@ -7,9 +7,10 @@
 --   * that previous step was reserved on or before :previous_by (as_of − delay).
 -- The caller holds a transaction-scoped advisory lock for the job, so these checks
 -- see every reservation committed before this statement.
-INSERT INTO dueflow_ledger (key, job, subject_id, cycle, step, step_rank, recipient, as_of, flow_run_id)
+INSERT INTO dueflow_ledger (key, job, subject_id, cycle, step, step_rank, recipient, as_of, flow_run_id,
+                            status)
 SELECT c.key, 'dunning', c.subject_id, c.cycle, c.step, c.step_rank, c.recipient,
-       CAST(:as_of AS date), :flow_run_id
+       CAST(:as_of AS date), :flow_run_id, :status
 FROM unnest(CAST(:keys AS text[]), CAST(:subject_ids AS text[]), CAST(:cycles AS text[]),
             CAST(:steps AS text[]), CAST(:step_ranks AS integer[]), CAST(:recipients AS text[]),
             CAST(:previous_by AS date[]))

@@ -1,9 +1,10 @@
 -- SQLite flavour of reserve_dunning.postgresql.sql (same checks). The candidates
 -- were loaded into the temporary table `candidate` in the same BEGIN IMMEDIATE
 -- transaction, which serialises this statement against every other writer.
-INSERT INTO dueflow_ledger (key, job, subject_id, cycle, step, step_rank, recipient, as_of, flow_run_id)
+INSERT INTO dueflow_ledger (key, job, subject_id, cycle, step, step_rank, recipient, as_of, flow_run_id,
+                            status)
 SELECT c.key, 'dunning', c.subject_id, c.cycle, c.step, c.step_rank, c.recipient,
-       :as_of, :flow_run_id
+       :as_of, :flow_run_id, :status
 FROM candidate c
 JOIN invoices i ON i.id = c.subject_id
 JOIN clients cl ON cl.id = i.client_id

@@ -3,9 +3,10 @@
 -- The NOT EXISTS keeps the renewal rule "never a lead after a more urgent lead of
 -- the same cycle" even for a stale run; the caller holds a transaction-scoped
 -- advisory lock for the job so that check and insert see every committed reservation.
-INSERT INTO dueflow_ledger (key, job, subject_id, cycle, step, step_rank, recipient, as_of, flow_run_id)
+INSERT INTO dueflow_ledger (key, job, subject_id, cycle, step, step_rank, recipient, as_of, flow_run_id,
+                            status)
 SELECT c.key, 'renewal', c.subject_id, c.cycle, c.step, c.step_rank, c.recipient,
-       CAST(:as_of AS date), :flow_run_id
+       CAST(:as_of AS date), :flow_run_id, :status
 FROM unnest(CAST(:keys AS text[]), CAST(:subject_ids AS text[]), CAST(:cycles AS text[]),
             CAST(:steps AS text[]), CAST(:step_ranks AS integer[]), CAST(:recipients AS text[]),
             CAST(:previous_by AS date[]))

@@ -45,8 +45,9 @@ CREATE TABLE IF NOT EXISTS dueflow_ledger (
     step           text NOT NULL,              -- '30d' | 'REMINDED_1' | ...
     step_rank      integer NOT NULL,           -- renewal: lead days; dunning: 1, 2, 3
     as_of          date NOT NULL,              -- business date of the reserving run
+    -- 'adopted': recorded as handled when dueflow took over existing data; never sent.
     status         text NOT NULL DEFAULT 'pending'
-                   CHECK (status IN ('pending', 'sent', 'failed')),
+                   CHECK (status IN ('pending', 'sent', 'failed', 'adopted')),
     attempts       integer NOT NULL DEFAULT 0, -- delivery attempts started
     permanent      boolean NOT NULL DEFAULT false, -- failed with a 5xx: never retried
     retry_after    timestamptz,                -- failed: not retried before this (UTC)
@@ -65,7 +66,8 @@ CREATE TABLE IF NOT EXISTS dueflow_ledger (
     sent_at        timestamptz
 );
 CREATE INDEX IF NOT EXISTS dueflow_ledger_subject ON dueflow_ledger (job, subject_id, cycle);
-CREATE INDEX IF NOT EXISTS dueflow_ledger_unsettled ON dueflow_ledger (status) WHERE status <> 'sent';
+CREATE INDEX IF NOT EXISTS dueflow_ledger_unsettled ON dueflow_ledger (status)
+    WHERE status IN ('pending', 'failed');
 
 -- Rows that could not be processed, with the reason; one row per (job, row, reason),
 -- refreshed each night the problem is still there.

@@ -87,13 +87,16 @@ def reserve(
     candidates: pd.DataFrame,
     as_of: date,
     flow_run_id: str | None,
+    status: str = "pending",
 ) -> set[str]:
-    """Insert the candidates' ledger rows in one statement; return the keys this run won."""
+    """Insert the candidates' ledger rows in one statement; return the keys this run won.
+    `status="adopted"` records them as handled without sending (taking over existing data)."""
     if candidates.empty:
         return set()
     frame = candidates.reindex(columns=list(CANDIDATE_COLUMNS)).astype(object)
     frame = frame.where(frame.notna(), None)
-    params: dict[str, Any] = {"as_of": as_of.isoformat(), "flow_run_id": flow_run_id}
+    params: dict[str, Any] = {"as_of": as_of.isoformat(), "flow_run_id": flow_run_id,
+                              "status": status}
     with engine.begin() as conn:
         if dialect(engine) == "postgresql":
             # Serialise reservations of one job (milliseconds) so the ordering
@@ -284,7 +287,7 @@ def unsettled_rows(engine: Engine, limit: int = 50) -> pd.DataFrame:
     return read_frame(
         engine,
         "SELECT key, status, attempts, permanent, error FROM dueflow_ledger"
-        " WHERE status <> 'sent' ORDER BY created_at, key LIMIT :limit",
+        " WHERE status IN ('pending', 'failed') ORDER BY created_at, key LIMIT :limit",
         {"limit": limit},
     )
 
@@ -293,7 +296,8 @@ def unsettled_counts(engine: Engine) -> dict[str, int]:
     """How many rows in the whole ledger are still pending or failed."""
     frame = read_frame(
         engine,
-        "SELECT status, COUNT(*) AS n FROM dueflow_ledger WHERE status <> 'sent' GROUP BY status",
+        "SELECT status, COUNT(*) AS n FROM dueflow_ledger WHERE status IN ('pending', 'failed')"
+        " GROUP BY status",
         {},
     )
     counts = dict(zip(frame["status"], frame["n"], strict=True))

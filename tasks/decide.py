@@ -254,3 +254,12 @@ def due_dunning_steps(
     )
     return Decision(due=decided.reset_index(drop=True).loc[:, list(DUNNING_COLUMNS)],
                     quarantined=quarantined)
+
+
+def most_urgent_first(due: pd.DataFrame) -> pd.DataFrame:
+    """Order due rows so that a send cap keeps the most urgent: renewals by lead then
+    days left; dunning escalations first, then the longest waiting."""
+    if "days_left" in due:
+        return due.sort_values(["step_rank", "days_left", "key"], kind="stable")
+    return due.sort_values(["step_rank", "days_in_step", "key"], ascending=[False, False, True],
+                           kind="stable")

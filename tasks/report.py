@@ -10,7 +10,8 @@ from typing import Any
 import pandas as pd
 
 ROW_COLUMNS = ("job", "key", "recipient", "status", "detail", "retry")
-COUNT_NAMES = ("due", "won", "already_handled", "retried", "sent", "failed", "pending", "quarantined")
+COUNT_NAMES = ("due", "won", "already_handled", "retried", "sent", "failed", "pending", "quarantined",
+               "deferred", "adopted")
 
 
 @dataclass
@@ -31,6 +32,8 @@ class RunSummary:
     failed: int = 0
     pending: int = 0
     quarantined: int = 0
+    deferred: int = 0  # due but held back by the send cap: a later run picks them up
+    adopted: int = 0  # recorded as handled without sending (adopt mode)
     ledger_pending: int = 0  # whole ledger, every run: what an operator must resolve
     ledger_failed: int = 0
     skipped: str | None = None  # why the run did nothing (another run held the lock)
@@ -54,6 +57,9 @@ class RunSummary:
     def headline(self) -> str:
         if self.skipped:
             return f"Run for {self.as_of} did nothing: {self.skipped}."
+        if self.adopted:
+            return (f"Adopted {self.adopted} due email(s) for {self.as_of} as already handled;"
+                    " nothing was sent.")
         if self.dry_run:
             return (f"Dry run for {self.as_of}: {self.won} email(s) would be sent, "
                     f"{self.already_handled} already handled, {self.quarantined} quarantined.")
@@ -61,6 +67,7 @@ class RunSummary:
             return (f"Nothing new to send for {self.as_of}: {self.already_handled} due email(s) were "
                     f"already handled by earlier runs, {self.quarantined} row(s) quarantined.")
         retried = f" (and {self.retried} retried)" if self.retried else ""
+        retried += f"; {self.deferred} deferred by the send cap" if self.deferred else ""
         return (f"Run for {self.as_of}: {self.sent} sent, {self.failed} failed, {self.pending} pending "
                 f"of {self.won} new{retried}; {self.already_handled} already handled, "
                 f"{self.quarantined} quarantined.")
@@ -84,7 +91,7 @@ def summarize(
         as_of=as_of,
         dry_run=dry_run,
         flow_run_id=flow_run_id,
-        due=new + handled,
+        due=new + handled + int(status.isin(["deferred", "adopted"]).sum()),
         won=new,
         already_handled=handled,
         retried=int(retry.sum()),
@@ -92,6 +99,8 @@ def summarize(
         failed=int((status == "failed").sum()),
         pending=int((status == "pending").sum()),
         quarantined=int((status == "quarantined").sum()),
+        deferred=int((status == "deferred").sum()),
+        adopted=int((status == "adopted").sum()),
         ledger_pending=ledger_counts.get("pending", 0),
         ledger_failed=ledger_counts.get("failed", 0),
         rows=rows.reset_index(drop=True),

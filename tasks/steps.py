@@ -63,10 +63,11 @@ def quarantine_rows(
 
 @task(name="reserve-slots", cache_policy=NO_CACHE)
 def reserve_slots(
-    database_url: str, job: str, candidates: pd.DataFrame, as_of: date, flow_run_id: str | None
+    database_url: str, job: str, candidates: pd.DataFrame, as_of: date, flow_run_id: str | None,
+    status: str = "pending",
 ) -> set[str]:
     """One bulk INSERT … ON CONFLICT DO NOTHING RETURNING: the keys this run won."""
-    return db.reserve(db.engine_for(database_url), job, candidates, as_of, flow_run_id)
+    return db.reserve(db.engine_for(database_url), job, candidates, as_of, flow_run_id, status)
 
 
 @task(name="claim-retries", cache_policy=NO_CACHE)
