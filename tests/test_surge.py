@@ -32,7 +32,7 @@ def test_send_cap_sends_the_most_urgent_first_and_the_rest_later(run_env, smtp_s
     first = nightly_alerts(as_of=AS_OF, send_cap=3)
     assert (first.sent, first.deferred) == (3, 4)
     # The two 15-day alerts, then the 30-day one closest to its renewal.
-    assert sorted(k.split("/")[1] for k in smtp_sink.keys()) == ["c14", "c16", "c3"]
+    assert sorted(k.split("/")[1] for k in smtp_sink.keys()) == ["c14", "c16", "c3"]  # noqa: SIM118
     second = nightly_alerts(as_of=AS_OF, send_cap=3)
     third = nightly_alerts(as_of=AS_OF, send_cap=3)
     assert (second.sent, third.sent, third.deferred) == (3, 1, 0)
