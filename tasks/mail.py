@@ -22,7 +22,7 @@ from email.utils import formatdate
 from pathlib import Path
 from types import TracebackType
 from typing import Literal
-from urllib.parse import unquote, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 from blocks.settings import ConfigError
 from tasks.compose import OutgoingEmail
@@ -47,6 +47,7 @@ class MailConfig:
     password: str | None = field(default=None, repr=False)
     directory: Path | None = None
     timeout: float = 30.0
+    cafile: str | None = None  # ?cafile=/path/ca.pem: trust a private CA for TLS
 
     def describe(self) -> str:
         """Where mail goes, without credentials."""
@@ -73,12 +74,14 @@ def parse_mail_url(url: str) -> MailConfig:
         port = parts.port or defaults[parts.scheme]
     except ValueError:
         raise ConfigError("DUEFLOW_MAIL_URL has an invalid port") from None
+    query = parse_qs(parts.query)
     return MailConfig(
         scheme=parts.scheme,  # type: ignore[arg-type]
         host=parts.hostname,
         port=port,
         username=unquote(parts.username) if parts.username else None,
         password=unquote(parts.password) if parts.password else None,
+        cafile=query["cafile"][0] if "cafile" in query else None,
     )
 
 
@@ -162,13 +165,14 @@ class SmtpTransport(Transport):
         cfg = self.config
         if cfg.scheme == "smtps":
             conn: smtplib.SMTP = smtplib.SMTP_SSL(
-                cfg.host, cfg.port, timeout=cfg.timeout, context=ssl.create_default_context()
+                cfg.host, cfg.port, timeout=cfg.timeout,
+                context=ssl.create_default_context(cafile=cfg.cafile),
             )
         else:
             conn = smtplib.SMTP(cfg.host, cfg.port, timeout=cfg.timeout)
         conn.ehlo()
         if cfg.scheme == "smtp+starttls":
-            conn.starttls(context=ssl.create_default_context())
+            conn.starttls(context=ssl.create_default_context(cafile=cfg.cafile))
             conn.ehlo()
         if cfg.username:
             conn.login(cfg.username, cfg.password or "")

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import ssl
 import threading
 from dataclasses import dataclass, field
 from email import message_from_bytes, policy
 from email.message import EmailMessage
 
 from aiosmtpd.controller import Controller
+from aiosmtpd.smtp import AuthResult
 
 FAULTS = ("rcpt_451", "rcpt_550", "data_554", "drop_before_data_reply")
 
@@ -36,9 +38,29 @@ class SmtpSink:
     def __post_init__(self) -> None:
         self.gate.set()
 
+    tls: str | None = None  # None, "starttls" or "ssl" (implicit TLS)
+    login: tuple[str, str] | None = None  # require AUTH with this user and password
+    certfile: str | None = None  # with tls: the server's certificate and key (PEM)
+    ehlos: int = 0  # EHLO greetings seen: one per plain connection
+
     def start(self) -> None:
-        self._controller = Controller(_Handler(self), hostname="127.0.0.1", port=self.port)
+        kwargs: dict = {}
+        if self.tls:
+            context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+            context.load_cert_chain(self.certfile)
+            kwargs["ssl_context" if self.tls == "ssl" else "tls_context"] = context
+        if self.login:
+            # With implicit TLS aiosmtpd cannot tell the socket is encrypted: allow AUTH.
+            # PLAIN only: aiosmtpd's LOGIN after a failed PLAIN leaves smtplib waiting.
+            kwargs |= {"auth_required": True, "authenticator": self._authenticate,
+                       "auth_require_tls": self.tls != "ssl", "auth_exclude_mechanism": ["LOGIN"]}
+        self._controller = Controller(_Handler(self), hostname="127.0.0.1", port=self.port,
+                                      **kwargs)
         self._controller.start()
+
+    def _authenticate(self, server, session, envelope, mechanism, auth_data) -> AuthResult:
+        login = (auth_data.login.decode(), auth_data.password.decode())
+        return AuthResult(success=login == self.login)
 
     def stop(self) -> None:
         self._controller.stop()
@@ -55,6 +77,12 @@ class SmtpSink:
 class _Handler:
     def __init__(self, sink: SmtpSink) -> None:
         self.sink = sink
+
+    async def handle_EHLO(self, server, session, envelope, hostname, responses):
+        session.host_name = hostname
+        with self.sink.lock:
+            self.sink.ehlos += 1
+        return responses
 
     async def handle_RCPT(self, server, session, envelope, address, rcpt_options):
         fault = self.sink.faults.get(address)
