@@ -60,7 +60,7 @@ class SmtpSink:
 
     def _authenticate(self, server, session, envelope, mechanism, auth_data) -> AuthResult:
         login = (auth_data.login.decode(), auth_data.password.decode())
-        return AuthResult(success=login == self.login)
+        return AuthResult(success=login == self.login, handled=False)  # False: answer 535
 
     def stop(self) -> None:
         self._controller.stop()
