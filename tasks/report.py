@@ -147,10 +147,21 @@ def markdown(summary: RunSummary, limit: int = 50) -> str:
     return "\n".join(lines)
 
 
+STATUS_ORDER = ("pending", "failed", "quarantined", "deferred", "sent", "would send", "adopted",
+                "already handled")
+
+
+def attention_first(rows: pd.DataFrame) -> pd.DataFrame:
+    """Rows ordered by what an operator must look at first: pending, failed, quarantined…"""
+    rank = rows["status"].map({s: i for i, s in enumerate(STATUS_ORDER)}).fillna(len(STATUS_ORDER))
+    return rows.assign(_rank=rank).sort_values("_rank", kind="stable").drop(columns="_rank")
+
+
 def text_table(rows: pd.DataFrame, limit: int = 40) -> str:
-    """A plain, aligned table of rows for the terminal."""
+    """A plain, aligned table of rows for the terminal, what needs attention first."""
     if rows.empty:
         return "(no rows)"
+    rows = attention_first(rows)
     columns = ["status", "key", "recipient", "detail"]
     cells = [columns] + [
         [str(v)[:70] for v in row]

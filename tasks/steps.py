@@ -25,7 +25,9 @@ from tasks.compose import (
     compose_renewal_alerts,
 )
 from tasks.decide import Decision, due_dunning_steps, due_renewal_alerts, renewal_window
-from tasks.report import RunSummary, markdown
+from tasks.report import RunSummary, attention_first, markdown
+
+ARTIFACT_ROWS = 1000
 
 if TYPE_CHECKING:
     from tasks.llm import Draft, LLMConfig
@@ -143,11 +145,15 @@ def record_failures(database_url: str, failures: Sequence[tuple[str, str]]) -> N
 
 @task(name="publish-report", cache_policy=NO_CACHE)
 def publish_report(summary: RunSummary) -> None:
-    """A table artifact of this run's rows and a markdown summary (no secrets in either)."""
+    """A table artifact of this run's rows and a markdown summary (no secrets in either).
+    Keys already handled by earlier runs are counted, not listed: on a steady night they
+    are tens of thousands and would only bury what this run did."""
+    shown = attention_first(summary.rows[summary.rows["status"] != "already handled"])
     create_table_artifact(
         key="nightly-alerts-rows",
-        table=summary.rows.astype(object).where(summary.rows.notna(), None).to_dict("records"),
-        description=summary.headline(),
+        table=shown.head(ARTIFACT_ROWS).astype(object).where(shown.notna(), None).to_dict("records"),
+        description=summary.headline() + (f" (first {ARTIFACT_ROWS} of {len(shown)} rows)"
+                                          if len(shown) > ARTIFACT_ROWS else ""),
     )
     create_markdown_artifact(key="nightly-alerts-summary", markdown=markdown(summary),
                              description=summary.headline())
