@@ -151,7 +151,10 @@ def compose_dunning_emails(
     with the invoice's whole reminder history. `drafts` maps a key to its
     `tasks.llm.Draft`: the paragraph placed inside the template (G7: the facts
     around it come from the data, never from the model)."""
-    steps = reminder_history(history)
+    if due.empty:
+        return [], []
+    # Only the history of tonight's invoices: the whole table is ~100k rows at scale.
+    steps = reminder_history(history[history["subject_id"].isin(due["subject_id"])])
     drafts = drafts or {}
 
     def render_one(row: Any) -> OutgoingEmail:

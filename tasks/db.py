@@ -175,8 +175,7 @@ def utc_stamp(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S+00:00")
 
 
-def record_outcome(
-    engine: Engine,
+def outcome_row(
     key: str,
     status: str,
     smtp_response: str | None,
@@ -184,16 +183,25 @@ def record_outcome(
     *,
     permanent: bool = False,
     retry_after: datetime | None = None,
-) -> None:
-    """Settle one row after its send: `sent`, `failed` (with when it may be retried,
-    unless `permanent`), or still `pending` with the error."""
-    with engine.begin() as conn:
-        conn.execute(
-            RECORD_OUTCOME,
-            {"key": key, "status": status, "smtp_response": smtp_response, "error": error,
-             "permanent": permanent,
-             "retry_after": utc_stamp(retry_after) if retry_after and not permanent else None},
-        )
+) -> dict[str, Any]:
+    """Parameters of RECORD_OUTCOME for one send: `sent`, `failed` (retryable after
+    `retry_after` unless `permanent`), or still `pending` with the error."""
+    return {"key": key, "status": status, "smtp_response": smtp_response, "error": error,
+            "permanent": permanent,
+            "retry_after": utc_stamp(retry_after) if retry_after and not permanent else None}
+
+
+def record_outcomes(engine: Engine, outcomes: Sequence[Mapping[str, Any]]) -> None:
+    """Settle rows after their sends, in one transaction (rows built by `outcome_row`)."""
+    if outcomes:
+        with engine.begin() as conn:
+            conn.execute(RECORD_OUTCOME, [dict(o) for o in outcomes])
+
+
+def record_outcome(engine: Engine, key: str, status: str, smtp_response: str | None,
+                   error: str | None, **kwargs: Any) -> None:
+    """Settle one row (see `outcome_row`)."""
+    record_outcomes(engine, [outcome_row(key, status, smtp_response, error, **kwargs)])
 
 
 def claim_retries(

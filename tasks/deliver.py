@@ -2,13 +2,17 @@
 
 A Prefect task per email costs milliseconds of orchestration; a task per batch
 keeps Prefect's view of the work (one task run per batch, retries visible) while
-the per-email overhead stays small next to SMTP itself. Every email's outcome is
-written to its own ledger row as soon as it is known.
+the per-email overhead stays small next to SMTP itself. Outcomes are written to
+their ledger rows in small groups (every FLUSH_EVERY emails or FLUSH_SECONDS, and
+when the batch ends or fails): one commit per email would cost as much as the SMTP
+conversation. A process killed between a send and its flush leaves those rows
+`pending` — visible and never resent, exactly as G3 asks.
 """
 
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -21,6 +25,8 @@ from tasks.compose import OutgoingEmail
 from tasks.mail import MailConfig, SendResult, open_transport
 
 MAX_BATCH = 200
+FLUSH_EVERY = 20  # outcomes written per ledger transaction
+FLUSH_SECONDS = 0.5  # …or at least this often while sending slowly
 
 
 @dataclass(frozen=True)
@@ -39,21 +45,27 @@ def deliver_batch(
     """Send a batch over one connection; each outcome goes to its ledger row at once.
     A `failed` row may be retried by a run after `retry_backoff`, unless permanent (5xx)."""
     engine = db.engine_for(database_url)
-    deliveries = []
-    with open_transport(mail, mail_from) as transport:
-        for email in emails:
-            try:
-                result = transport.send(email)
-            except Exception as exc:  # a bug must not take the rest of the batch with it
-                result = SendResult("pending", error=f"unexpected error while sending: {exc!r}")
-            db.record_outcome(
-                engine, email.key, result.status, result.smtp_response, result.error,
-                permanent=result.permanent, retry_after=datetime.now(UTC) + retry_backoff,
-            )
-            deliveries.append(
-                Delivery(email.key, email.recipient, result.status,
-                         result.error or result.smtp_response)
-            )
+    deliveries: list[Delivery] = []
+    unwritten: list[dict] = []
+    last_flush = time.monotonic()
+    try:
+        with open_transport(mail, mail_from) as transport:
+            for email in emails:
+                try:
+                    result = transport.send(email)
+                except Exception as exc:  # a bug must not take the rest of the batch with it
+                    result = SendResult("pending", error=f"unexpected error while sending: {exc!r}")
+                unwritten.append(db.outcome_row(
+                    email.key, result.status, result.smtp_response, result.error,
+                    permanent=result.permanent, retry_after=datetime.now(UTC) + retry_backoff,
+                ))
+                deliveries.append(Delivery(email.key, email.recipient, result.status,
+                                           result.error or result.smtp_response))
+                if len(unwritten) >= FLUSH_EVERY or time.monotonic() - last_flush > FLUSH_SECONDS:
+                    db.record_outcomes(engine, unwritten)
+                    unwritten, last_flush = [], time.monotonic()
+    finally:
+        db.record_outcomes(engine, unwritten)
     return deliveries
 
 

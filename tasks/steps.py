@@ -138,9 +138,8 @@ def compose_dunning(
 @task(name="record-failures", cache_policy=NO_CACHE)
 def record_failures(database_url: str, failures: Sequence[tuple[str, str]]) -> None:
     """Mark reserved rows that could not be composed as failed (known not sent)."""
-    engine = db.engine_for(database_url)
-    for key, error in failures:
-        db.record_outcome(engine, key, "failed", None, error)
+    db.record_outcomes(db.engine_for(database_url),
+                       [db.outcome_row(key, "failed", None, error) for key, error in failures])
 
 
 @task(name="publish-report", cache_policy=NO_CACHE)

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from datetime import date
+from email import message_from_bytes, policy
 
 import pandas as pd
 import pytest
 
 from tasks.compose import compose_renewal_alerts, format_money, message_id_for
-from tasks.mail import build_message
+from tasks.mail import message_bytes
 
 
 def due_row(**overrides) -> pd.DataFrame:
@@ -38,10 +39,24 @@ def test_html_is_escaped_and_headers_cannot_be_injected():
     )
     assert "<script>" not in email.body_html and "&lt;script&gt;" in email.body_html
     assert "\r" not in email.subject and "\n" not in email.subject
-    message = build_message(email, "alerts@example.com")
+    message = message_from_bytes(message_bytes(email, "alerts@example.com"), policy=policy.default)
     assert message["Bcc"] is None
+    assert message["Subject"] == email.subject  # one line, the injected header is just text
+    assert message.get_body(("html",)).get_content() == email.body_html
+    assert message.get_body(("plain",)).get_content() == email.body_text
     assert message["X-Dueflow-Key"] == "renewal/c-42/2027-03-01/30d"
     assert message["Message-ID"] == email.message_id
+
+
+def test_non_ascii_headers_and_bodies_survive_the_wire_format():
+    [email], _ = compose_renewal_alerts(due_row(vendor="Ñandú Logística", title="Limpieza"), "es",
+                                        "Facturación <alerts@example.com>")
+    message = message_from_bytes(message_bytes(email, "Facturación <alerts@example.com>"),
+                                 policy=policy.default)
+    assert message["Subject"] == email.subject and "Ñandú" in message["Subject"]
+    assert message["From"].addresses[0].display_name == "Facturación"
+    assert "Ñandú Logística" in message.get_body(("plain",)).get_content()
+    assert all(len(line) <= 998 for line in message_bytes(email, "a@b.example").split(b"\r\n"))
 
 
 def test_message_id_is_deterministic_per_key():
