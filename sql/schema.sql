@@ -66,7 +66,10 @@ CREATE TABLE IF NOT EXISTS dueflow_ledger (
     sent_at        timestamptz
 );
 CREATE INDEX IF NOT EXISTS dueflow_ledger_subject ON dueflow_ledger (job, subject_id, cycle);
-CREATE INDEX IF NOT EXISTS dueflow_ledger_unsettled ON dueflow_ledger (status)
+-- The unsettled rows, keyed by `key`: an index on `status` here would let the planner,
+-- with statistics taken before a surge of fresh pending rows, scan every pending row for
+-- each per-key UPDATE; keyed by `key`, every plan for `key = ? AND status = ?` is a lookup.
+CREATE INDEX IF NOT EXISTS dueflow_ledger_open_keys ON dueflow_ledger (key)
     WHERE status IN ('pending', 'failed');
 
 -- Rows that could not be processed, with the reason; one row per (job, row, reason),

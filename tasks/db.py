@@ -78,7 +78,6 @@ def read_frame(engine: Engine, sql: str, params: Mapping[str, Any]) -> pd.DataFr
         return pd.DataFrame(result.fetchall(), columns=list(result.keys()))
 
 
-ANALYZE_AFTER = 1000  # reserved rows after which the ledger's statistics are refreshed
 RESERVE_STATEMENT = {"renewal": "reserve_renewals", "dunning": "reserve_dunning"}
 
 
@@ -126,14 +125,6 @@ def reserve(
             )
             rows = conn.execute(text(statement(RESERVE_STATEMENT[job], "sqlite")), params)
         won = {row[0] for row in rows}
-    if len(won) >= ANALYZE_AFTER and dialect(engine) == "postgresql":
-        # Thousands of fresh `pending` rows make the statistics stale: the planner would
-        # then read the small partial index on status for every per-key UPDATE that
-        # follows (one scan of all pending rows per email). Fresh statistics keep it on
-        # the primary key. A sample-based ANALYZE takes a fraction of a second.
-        with engine.connect() as conn:
-            conn.execute(text("ANALYZE dueflow_ledger"))
-            conn.commit()
     return won
 
 
