@@ -7,7 +7,7 @@ carry a guarantee are read from `sql/`.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, date, datetime
 from functools import cache
 from typing import Any
@@ -78,6 +78,14 @@ def read_frame(engine: Engine, sql: str, params: Mapping[str, Any]) -> pd.DataFr
         return pd.DataFrame(result.fetchall(), columns=list(result.keys()))
 
 
+def pg_array(values: Iterable[Any]) -> str:
+    """A PostgreSQL array literal ('{"a","b",NULL}'), for CAST(:x AS text[]) and friends.
+    Several times faster than letting psycopg2 adapt a list of 100,000 strings."""
+    items = ("NULL" if v is None else '"' + str(v).replace("\\", "\\\\").replace('"', '\\"') + '"'
+             for v in values)
+    return "{" + ",".join(items) + "}"
+
+
 RESERVE_STATEMENT = {"renewal": "reserve_renewals", "dunning": "reserve_dunning"}
 
 
@@ -104,13 +112,13 @@ def reserve(
             conn.execute(text("SELECT pg_advisory_xact_lock(hashtext(:lock))"),
                          {"lock": f"dueflow.reserve.{job}"})
             params |= {
-                "keys": frame["key"].tolist(),
-                "subject_ids": frame["subject_id"].tolist(),
-                "cycles": frame["cycle"].tolist(),
-                "steps": frame["step"].tolist(),
-                "step_ranks": [int(v) for v in frame["step_rank"]],
-                "recipients": frame["recipient"].tolist(),
-                "previous_by": frame["previous_by"].tolist(),
+                "keys": pg_array(frame["key"]),
+                "subject_ids": pg_array(frame["subject_id"]),
+                "cycles": pg_array(frame["cycle"]),
+                "steps": pg_array(frame["step"]),
+                "step_ranks": pg_array(int(v) for v in frame["step_rank"]),
+                "recipients": pg_array(frame["recipient"]),
+                "previous_by": pg_array(frame["previous_by"]),
             }
             rows = conn.execute(text(statement(RESERVE_STATEMENT[job], "postgresql")), params)
         else:

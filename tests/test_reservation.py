@@ -132,3 +132,13 @@ def test_after_a_large_reservation_per_key_updates_are_key_lookups(pg_url):
             "EXPLAIN UPDATE dueflow_ledger SET error = 'x' WHERE key = :k AND status = 'pending'"),
             {"k": sorted(won)[0]}))
     assert "Index Cond: (key = " in plan, plan  # a lookup by key, whichever index
+
+
+def test_keys_with_awkward_characters_round_trip(db_url):
+    engine = db.engine_for(db_url)
+    ids = ['c"quoted"', "c\\back\\slash", "c,comma", "c{brace}", "c'single", "c NULL", "ñandú"]
+    frame = pd.DataFrame({"key": [f"renewal/{i}/{CYCLE}/30d" for i in ids], "subject_id": ids,
+                          "cycle": CYCLE, "step": "30d", "step_rank": 30, "recipient": "a@b.example",
+                          "previous_by": None})
+    assert db.reserve(engine, "renewal", frame, AS_OF, None) == set(frame["key"])
+    assert sorted(db.ledger_rows(engine)["key"]) == sorted(frame["key"])
