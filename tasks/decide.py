@@ -118,11 +118,11 @@ def due_renewal_alerts(
             "days_left": days_left[good].astype(np.int64),
         }
     )
-    handled_rank = due.merge(
+    handled_rank = pd.to_numeric(due.merge(
         history.astype({"subject_id": "string", "cycle": "string"}),
         on=["subject_id", "cycle"],
         how="left",
-    )["handled_rank"].to_numpy(dtype=float)
+    )["handled_rank"]).to_numpy(dtype=float, na_value=np.nan)
     # Handled when this lead or a more urgent one of the cycle is already reserved.
     due["handled"] = ~np.isnan(handled_rank) & (handled_rank <= due["step_rank"].to_numpy())
     return Decision(due=due.reset_index(drop=True).loc[:, list(RENEWAL_COLUMNS)],
@@ -156,7 +156,8 @@ def current_dunning_steps(history: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame({"current_rank": pd.Series(dtype="int64"),
                              "step_date": pd.Series(dtype="datetime64[us]")},
                             index=pd.Index([], dtype="string", name="subject_id"))
-    ordered = history.assign(subject_id=history["subject_id"].astype("string")).sort_values(
+    ordered = history.assign(subject_id=history["subject_id"].astype("string"),
+                             step_rank=pd.to_numeric(history["step_rank"])).sort_values(
         ["subject_id", "step_rank"])
     last = ordered.drop_duplicates("subject_id", keep="last").set_index("subject_id")
     return pd.DataFrame({"current_rank": last["step_rank"].astype("int64"),

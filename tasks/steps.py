@@ -40,12 +40,12 @@ def extract_renewals(
     """Contracts that can be due tonight, and the leads already reserved for their cycles."""
     engine = db.engine_for(database_url)
     start, end = renewal_window(as_of, leads)
-    contracts = db.read_frame(
+    contracts = db.extract_frame(
         engine,
         statement("extract_contracts", db.dialect(engine)),
         {"window_start": start.isoformat(), "window_end": end.isoformat()},
     )
-    history = db.read_frame(engine, statement("renewal_history"), {"as_of": as_of.isoformat()})
+    history = db.extract_frame(engine, statement("renewal_history"), {"as_of": as_of.isoformat()})
     return contracts, history
 
 
@@ -91,9 +91,9 @@ def extract_dunning(database_url: str) -> tuple[pd.DataFrame, pd.DataFrame, pd.D
     """Open invoices, their clients, and the dunning steps already reserved for them."""
     engine = db.engine_for(database_url)
     return (
-        db.read_frame(engine, statement("extract_invoices"), {}),
-        db.read_frame(engine, statement("extract_clients"), {}),
-        db.read_frame(engine, statement("dunning_history"), {}),
+        db.extract_frame(engine, statement("extract_invoices"), {}),
+        db.extract_frame(engine, statement("extract_clients"), {}),
+        db.extract_frame(engine, statement("dunning_history"), {}),
     )
 
 
