@@ -1,0 +1,409 @@
+"""The measurements. Each public function runs in a fresh process (see bench.run), so
+its peak RSS is its own, and returns plain JSON-able dicts.
+
+Every measurement goes through dueflow's own code: the SQL files via `sql.statement`,
+`tasks.db`, `tasks.decide`, `tasks.compose`, `tasks.deliver`, `tasks.mail` and the
+flow `flows.nightly_alerts.nightly_alerts`.
+"""
+
+from __future__ import annotations
+
+import cProfile
+import hashlib
+import io
+import pstats
+import resource
+import smtplib
+import time
+from collections.abc import Callable
+from dataclasses import asdict
+from datetime import date, timedelta
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pandas as pd
+from sqlalchemy import text
+
+from bench.generate import DELAYS, ESCALATION_TO, LEADS, MAIL_FROM
+from bench.naive import Candidate, naive_night, reserve_per_row
+from sql import statement
+from tasks import db
+from tasks.decide import due_dunning_steps, due_renewal_alerts, renewal_window
+
+T = TypeVar("T")
+
+
+def peak_rss_mb() -> float:
+    """Peak resident set size of this process image, in MiB.
+
+    /proc/self/status VmHWM, not getrusage: ru_maxrss survives exec on Linux, so a
+    spawned child would report the peak of the parent it was forked from."""
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return round(int(line.split()[1]) / 1024, 1)
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+
+
+def timed(fn: Callable[[], T]) -> tuple[T, float]:
+    started = time.perf_counter()
+    result = fn()
+    return result, time.perf_counter() - started
+
+
+def profiled(fn: Callable[[], T], path: Path, top: int = 40) -> T:
+    """Run `fn` under cProfile; write `path` (.prof) and a text summary beside it."""
+    profile = cProfile.Profile()
+    result = profile.runcall(fn)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    profile.dump_stats(str(path))
+    out = io.StringIO()
+    stats = pstats.Stats(profile, stream=out).sort_stats("cumulative")
+    stats.print_stats(top)
+    stats.sort_stats("tottime").print_stats(top)
+    path.with_suffix(".txt").write_text(out.getvalue())
+    return result
+
+
+def tree_fingerprint(root: str = ".") -> dict[str, str]:
+    """sha256 (first 12 hex) of every source file the flow runs, to tie figures to a tree."""
+    files = sorted(p for pattern in ("tasks/*.py", "flows/*.py", "blocks/*.py", "sql/*.sql")
+                   for p in Path(root).glob(pattern))
+    return {str(p): hashlib.sha256(p.read_bytes()).hexdigest()[:12] for p in files}
+
+
+# --------------------------------------------------------------------------- decide
+
+def explain_ms(url: str, sql: str, params: dict[str, Any]) -> float:
+    """Server-side execution time of one query (EXPLAIN ANALYZE), in ms."""
+    with db.engine_for(url).connect() as conn:
+        plan = conn.execute(text("EXPLAIN (ANALYZE, FORMAT JSON) " + sql), params).scalar_one()
+    return round(float(plan[0]["Execution Time"]), 1)
+
+
+def extract_reader() -> Callable[..., pd.DataFrame]:
+    """The function tasks.steps extracts with (db.extract_frame in newer trees)."""
+    return getattr(db, "extract_frame", db.read_frame)  # type: ignore[no-any-return]
+
+
+def _extract_and_decide(url: str, as_of: date) -> dict[str, Any]:
+    """Exactly what tasks.steps does for both jobs, timed piece by piece."""
+    engine = db.engine_for(url)
+    start, end = renewal_window(as_of, LEADS)
+    t: dict[str, float] = {}
+    read = extract_reader()
+    contracts, t["extract_contracts"] = timed(lambda: read(
+        engine, statement("extract_contracts", db.dialect(engine)),
+        {"window_start": start.isoformat(), "window_end": end.isoformat()}))
+    history, t["renewal_history"] = timed(lambda: read(
+        engine, statement("renewal_history"), {"as_of": as_of.isoformat()}))
+    invoices, t["extract_invoices"] = timed(lambda: read(engine, statement("extract_invoices"), {}))
+    clients, t["extract_clients"] = timed(lambda: read(engine, statement("extract_clients"), {}))
+    dunning_history, t["dunning_history"] = timed(
+        lambda: read(engine, statement("dunning_history"), {}))
+    renewals, t["decide_renewals"] = timed(lambda: due_renewal_alerts(contracts, history, as_of, LEADS))
+    dunning, t["decide_dunning"] = timed(lambda: due_dunning_steps(
+        invoices, clients, dunning_history, as_of, DELAYS, "UTC", ESCALATION_TO))
+    extract = sum(v for k, v in t.items() if not k.startswith("decide"))
+    decide = t["decide_renewals"] + t["decide_dunning"]
+    return {
+        "seconds": {k: round(v, 3) for k, v in t.items()}
+        | {"extract": round(extract, 3), "decide": round(decide, 3), "total": round(extract + decide, 3)},
+        "rows": {
+            "contracts_extracted": len(contracts), "renewal_history": len(history),
+            "invoices_extracted": len(invoices), "clients_extracted": len(clients),
+            "dunning_history": len(dunning_history),
+            "renewal_due": len(renewals.due), "renewal_to_reserve": len(renewals.to_reserve),
+            "renewal_quarantined": len(renewals.quarantined),
+            "dunning_due": len(dunning.due), "dunning_to_reserve": len(dunning.to_reserve),
+            "dunning_quarantined": len(dunning.quarantined),
+        },
+    }
+
+
+def measure_decide(url: str, as_of: date, repeats: int, profile_dir: str | None = None) -> dict[str, Any]:
+    """Extract + decide for both jobs, `repeats` times (the first one may hit a cold cache)."""
+    runs = [_extract_and_decide(url, as_of) for _ in range(repeats)]
+    totals = sorted(r["seconds"]["total"] for r in runs)
+    median = runs[[r["seconds"]["total"] for r in runs].index(totals[len(totals) // 2])]
+    start, end = renewal_window(as_of, LEADS)
+    params = {"window_start": start.isoformat(), "window_end": end.isoformat(), "as_of": as_of.isoformat()}
+    server_ms = {
+        name: explain_ms(url, statement(*name_and_dialect), params)
+        for name, name_and_dialect in {
+            "extract_contracts": ("extract_contracts", "postgresql"),
+            "renewal_history": ("renewal_history", None),
+            "extract_invoices": ("extract_invoices", None),
+            "extract_clients": ("extract_clients", None),
+            "dunning_history": ("dunning_history", None),
+        }.items()
+    }
+    if profile_dir:
+        profiled(lambda: _extract_and_decide(url, as_of), Path(profile_dir) / "decide.prof")
+    with db.engine_for(url).connect() as conn:
+        source_rows = conn.execute(text(
+            "SELECT (SELECT count(*) FROM contracts) + (SELECT count(*) FROM invoices)")).scalar_one()
+    return {"reader": f"tasks.db.{extract_reader().__name__}",
+            "median": median, "totals": [r["seconds"]["total"] for r in runs],
+            "server_ms": server_ms, "source_rows": int(source_rows), "peak_rss_mb": peak_rss_mb()}
+
+
+# --------------------------------------------------------------------------- reserve
+
+def synthetic_candidates(count: int, prefix: str, as_of: date) -> pd.DataFrame:
+    """`count` renewal candidates that collide with nothing in the generated data."""
+    ids = [f"{prefix}-{i:07d}" for i in range(count)]
+    cycles = [(as_of + timedelta(days=20 + i % 10)).isoformat() for i in range(count)]
+    return pd.DataFrame({
+        "key": [f"renewal/{s}/{c}/30d" for s, c in zip(ids, cycles, strict=True)],
+        "subject_id": ids, "cycle": cycles, "step": "30d", "step_rank": 30,
+        "recipient": [f"owner{i}@corp.example" for i in range(count)], "previous_by": None,
+    }).loc[:, list(db.CANDIDATE_COLUMNS)]
+
+
+def as_naive_candidates(frame: pd.DataFrame) -> list[Candidate]:
+    return [Candidate(r.key, r.subject_id, r.cycle, r.step, int(r.step_rank), r.recipient)
+            for r in frame.itertuples(index=False)]
+
+
+def delete_run_rows(url: str, *flow_run_ids: str) -> int:
+    with db.engine_for(url).begin() as conn:
+        result = conn.execute(text("DELETE FROM dueflow_ledger WHERE flow_run_id = ANY(:ids)"),
+                              {"ids": list(flow_run_ids)})
+        return int(result.rowcount)
+
+
+def measure_reserve(url: str, as_of: date, keys: int, naive_keys: int) -> dict[str, Any]:
+    """db.reserve on `keys` new candidates, then again (all conflicts); the per-row
+    pattern on `naive_keys` other candidates, twice as well."""
+    engine = db.engine_for(url)
+    bulk = synthetic_candidates(keys, "bench-r", as_of)
+    naive = as_naive_candidates(synthetic_candidates(naive_keys, "bench-n", as_of))
+    delete_run_rows(url, "bench-reserve", "bench-naive-reserve")
+    with engine.connect() as conn:  # warm the pool: connecting is not reserving
+        conn.execute(text("SELECT 1"))
+    won, first = timed(lambda: db.reserve(engine, "renewal", bulk, as_of, "bench-reserve"))
+    rewon, again = timed(lambda: db.reserve(engine, "renewal", bulk, as_of, "bench-reserve"))
+    naive_won, naive_first = timed(lambda: reserve_per_row(url, naive, as_of, "bench-naive-reserve"))
+    naive_rewon, naive_again = timed(lambda: reserve_per_row(url, naive, as_of, "bench-naive-reserve"))
+    deleted = delete_run_rows(url, "bench-reserve", "bench-naive-reserve")
+    with engine.connect() as conn:  # what db.reserve may add after a big reservation
+        _, analyze = timed(lambda: conn.execute(text("ANALYZE dueflow_ledger")))
+        conn.commit()
+    return {
+        "analyze_ledger_seconds": round(analyze, 3),
+        "keys": keys, "first_won": len(won), "first_seconds": round(first, 3),
+        "rerun_won": len(rewon), "rerun_seconds": round(again, 3),
+        "naive_keys": naive_keys, "naive_first_won": naive_won, "naive_first_seconds": round(naive_first, 3),
+        "naive_rerun_won": naive_rewon, "naive_rerun_seconds": round(naive_again, 3),
+        "cleanup_deleted": deleted, "peak_rss_mb": peak_rss_mb(),
+    }
+
+
+# --------------------------------------------------------------------------- deliver
+
+def _prepared_emails(url: str, prefix: str, count: int, as_of: date) -> list[Any]:
+    """Reserve `count` synthetic alerts and store their rendered messages, as the flow does
+    before delivery; return the OutgoingEmails."""
+    from tasks.compose import compose_renewal_alerts
+
+    engine = db.engine_for(url)
+    candidates = synthetic_candidates(count, prefix, as_of)
+    won = db.reserve(engine, "renewal", candidates, as_of, prefix)
+    assert len(won) == count, f"reserved {len(won)} of {count} {prefix} keys"
+    due = candidates.assign(
+        vendor="Vendor bench", title="Bench contract", amount=1250.5, currency="EUR",
+        renewal_date=pd.to_datetime(candidates["cycle"]).dt.date, days_left=30)
+    emails, failures = compose_renewal_alerts(due, "en", MAIL_FROM)
+    assert not failures, failures[:3]
+    db.store_messages(engine, [e.as_row() for e in emails])
+    return emails
+
+
+_EMAILS: dict[str, list[Any]] = {}
+
+
+def _bench_deliver_flow() -> Any:
+    from prefect import flow
+    from prefect.task_runners import ThreadPoolTaskRunner
+
+    from flows.nightly_alerts import DELIVERY_WORKERS
+    from tasks.deliver import deliver
+    from tasks.mail import parse_mail_url
+
+    @flow(name="bench-deliver", task_runner=ThreadPoolTaskRunner(max_workers=DELIVERY_WORKERS))
+    def bench_deliver(batch: str, mail_url: str, url: str) -> tuple[list[Any], float]:
+        """tasks.deliver.deliver exactly as nightly_alerts calls it (emails come from memory,
+        not from flow parameters, so Prefect does not serialise them)."""
+        started = time.perf_counter()
+        deliveries = deliver(_EMAILS[batch], parse_mail_url(mail_url), MAIL_FROM, url, DELIVERY_WORKERS)
+        return deliveries, time.perf_counter() - started
+
+    return bench_deliver
+
+
+def ledger_status_counts(url: str, flow_run_id: str) -> dict[str, int]:
+    with db.engine_for(url).connect() as conn:
+        rows = conn.execute(text("SELECT status, count(*) FROM dueflow_ledger WHERE flow_run_id = :f"
+                                 " GROUP BY status"), {"f": flow_run_id}).all()
+    return {str(s): int(n) for s, n in rows}
+
+
+class NullTransport:
+    """Accepts every email at once: what is left of deliver_batch is its own overhead."""
+
+    def send(self, email: Any) -> Any:
+        from tasks.mail import SendResult
+
+        return SendResult("sent", smtp_response="250 OK (null transport)")
+
+    def __enter__(self) -> NullTransport:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        return None
+
+
+def measure_deliver(url: str, mail_url: str, count: int, as_of: date) -> dict[str, Any]:
+    """M emails through dueflow's delivery path inside a Prefect flow run, against one plain
+    smtplib connection sending the same messages; plus a breakdown without Prefect."""
+    import tasks.deliver as deliver_module
+    from bench.naive import message_payload
+    from tasks.mail import open_transport, parse_mail_url
+
+    mail = parse_mail_url(mail_url)
+    prefixes = ("bench-deliver", "bench-deliver-direct", "bench-deliver-ledger")
+    delete_run_rows(url, *prefixes)
+    _EMAILS["flow"] = emails = _prepared_emails(url, "bench-deliver", count, as_of)
+    direct = _prepared_emails(url, "bench-deliver-direct", count, as_of)
+    ledger_only = _prepared_emails(url, "bench-deliver-ledger", count, as_of)
+    result: dict[str, Any] = {"emails": count}
+
+    payloads, result["build_message_seconds"] = timed(
+        lambda: [message_payload(e, MAIL_FROM) for e in emails])
+    result["message_bytes"] = sum(map(len, payloads)) // len(payloads)
+
+    def raw_smtp() -> int:
+        conn = smtplib.SMTP(mail.host, mail.port, timeout=30)
+        conn.ehlo()
+        for email, payload in zip(emails, payloads, strict=True):
+            conn.sendmail(MAIL_FROM, [email.recipient], payload)
+        conn.quit()
+        return len(payloads)
+
+    _, result["raw_smtp_seconds"] = timed(raw_smtp)
+
+    flow_fn = _bench_deliver_flow()
+    (deliveries, inside), result["flow_call_seconds"] = timed(lambda: flow_fn("flow", mail_url, url))
+    result["dueflow_seconds"] = inside
+    result["dueflow_statuses"] = pd.Series([d.status for d in deliveries]).value_counts().to_dict()
+    result["ledger_after_flow"] = ledger_status_counts(url, "bench-deliver")
+
+    # Breakdown, no Prefect: one batch on one thread; the transport alone; the ledger alone.
+    direct_deliveries, result["direct_batch_seconds"] = timed(
+        lambda: deliver_module.deliver_batch.fn(direct, mail, MAIL_FROM, url))
+    result["direct_statuses"] = pd.Series([d.status for d in direct_deliveries]).value_counts().to_dict()
+
+    def transport_only() -> None:
+        with open_transport(mail, MAIL_FROM) as transport:
+            for email in direct:
+                transport.send(email)
+
+    _, result["transport_only_seconds"] = timed(transport_only)
+    real_open = deliver_module.open_transport
+    deliver_module.open_transport = lambda *_args: NullTransport()  # type: ignore[assignment,return-value]
+    try:
+        _, result["ledger_only_seconds"] = timed(
+            lambda: deliver_module.deliver_batch.fn(ledger_only, mail, MAIL_FROM, url))
+    finally:
+        deliver_module.open_transport = real_open
+    result["ledger_only_statuses"] = ledger_status_counts(url, "bench-deliver-ledger")
+    # Messages the sink must have received: raw + flow + direct batch + transport only.
+    result["expected_received"] = 4 * count
+    result["cleanup_deleted"] = delete_run_rows(url, *prefixes)
+    result["peak_rss_mb"] = peak_rss_mb()
+    return result
+
+
+# --------------------------------------------------------------------------- nightly run
+
+def _task_breakdown(flow_run_id: str | None) -> dict[str, dict[str, float]]:
+    """Per task name: runs, summed run time and wall span, read back from the Prefect API."""
+    if not flow_run_id:
+        return {}
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
+
+    runs: list[Any] = []
+    with get_client(sync_client=True) as client:
+        for _ in range(20):  # task runs reach the API through events, a little later
+            runs = client.read_task_runs(
+                flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id])), limit=200)
+            if runs and all(r.end_time for r in runs):
+                break
+            time.sleep(0.5)
+    out: dict[str, dict[str, float]] = {}
+    for name in sorted({r.name.rsplit("-", 1)[0] for r in runs}):
+        spans = sorted((r.start_time.timestamp(), r.end_time.timestamp()) for r in runs
+                       if r.name.rsplit("-", 1)[0] == name and r.start_time and r.end_time)
+        if spans:
+            out[name] = {"runs": len(spans), "sum_seconds": round(sum(e - s for s, e in spans), 3),
+                         "wall_seconds": round(busy_seconds(spans), 3)}
+    return out
+
+
+def busy_seconds(spans: list[tuple[float, float]]) -> float:
+    """Length of the union of sorted (start, end) intervals: wall time with >= 1 run active."""
+    total, current_start, current_end = 0.0, spans[0][0], spans[0][1]
+    for start, end in spans[1:]:
+        if start > current_end:
+            total += current_end - current_start
+            current_start, current_end = start, end
+        else:
+            current_end = max(current_end, end)
+    return total + current_end - current_start
+
+
+def measure_nightly(as_of: date, profile_path: str | None = None,
+                    deliver_cap: int | None = None) -> dict[str, Any]:
+    """`nightly_alerts(as_of=…)` end to end, in this fresh process, against the Prefect
+    server and the database/SMTP sink named by the environment."""
+    import_started = time.perf_counter()
+    import flows.nightly_alerts as nightly
+
+    import_seconds = time.perf_counter() - import_started
+    capped = 0
+    if deliver_cap is not None:
+        real_deliver = nightly.deliver
+
+        def capped_deliver(emails: Any, *args: Any, **kwargs: Any) -> Any:
+            """Deliver at most `deliver_cap` emails per call (one call per job); the
+            rest stay `pending` in the ledger, reported as not delivered."""
+            nonlocal capped
+            capped += max(0, len(emails) - deliver_cap)
+            return real_deliver(list(emails)[:deliver_cap], *args, **kwargs)
+
+        nightly.deliver = capped_deliver  # type: ignore[assignment]
+    run = lambda: nightly.nightly_alerts(as_of=as_of)  # noqa: E731
+    if profile_path:
+        summary, seconds = timed(lambda: profiled(run, Path(profile_path)))
+    else:
+        summary, seconds = timed(run)
+    return {
+        "seconds": round(seconds, 3), "import_seconds": round(import_seconds, 3),
+        "counts": summary.counts(), "ledger_pending": summary.ledger_pending,
+        "ledger_failed": summary.ledger_failed, "flow_run_id": summary.flow_run_id,
+        "rows": len(summary.rows), "not_delivered_cap": capped,
+        "tasks": _task_breakdown(summary.flow_run_id), "peak_rss_mb": peak_rss_mb(),
+    }
+
+
+def measure_naive_night(url: str, mail_url: str, as_of: date, fraction: float) -> dict[str, Any]:
+    from tasks.mail import parse_mail_url
+
+    mail = parse_mail_url(mail_url)
+    delete_run_rows(url, "bench-naive")
+    stats = naive_night(url, mail.host, mail.port, MAIL_FROM, as_of, ESCALATION_TO, LEADS, DELAYS,
+                        fraction, "bench-naive")
+    deleted = delete_run_rows(url, "bench-naive")
+    return asdict(stats) | {"fraction": fraction, "cleanup_deleted": deleted, "peak_rss_mb": peak_rss_mb()}

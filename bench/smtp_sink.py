@@ -1,0 +1,125 @@
+"""A local SMTP sink in its own process: aiosmtpd, accepts every message, keeps none.
+
+It only counts what it accepted (a counter shared with the parent), so a benchmark
+can check that every email it sent arrived exactly once.
+
+Standalone: `python -m bench.smtp_sink --port 8025` (Ctrl-C to stop).
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import signal
+import socket
+import time
+from multiprocessing.sharedctypes import Synchronized
+from multiprocessing.synchronize import Event
+from typing import Any
+
+from aiosmtpd.controller import Controller
+
+
+class CountingHandler:
+    """Accepts every message (250) and counts it; the content is discarded."""
+
+    def __init__(self, counter: Synchronized[int] | None) -> None:
+        self.counter = counter
+        self.local = 0
+
+    async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
+        self.local += 1
+        if self.counter is not None:
+            with self.counter.get_lock():
+                self.counter.value += 1
+        return "250 OK queued"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _serve(port: int, counter: Synchronized[int], ready: Event, stop: Event) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops us through `stop`
+    controller = Controller(CountingHandler(counter), hostname="127.0.0.1", port=port)
+    controller.start()
+    ready.set()
+    try:
+        stop.wait()
+    finally:
+        controller.stop()
+
+
+class SinkProcess:
+    """The sink running in a child process; `received` is the number of messages accepted."""
+
+    def __init__(self, port: int | None = None) -> None:
+        self.port = port or free_port()
+        context = mp.get_context("spawn")
+        self._counter: Synchronized[int] = context.Value("q", 0)  # type: ignore[assignment]
+        self._ready = context.Event()
+        self._stop = context.Event()
+        self._process = context.Process(
+            target=_serve, args=(self.port, self._counter, self._ready, self._stop),
+            name="dueflow-bench-smtp-sink", daemon=True,
+        )
+
+    @property
+    def url(self) -> str:
+        return f"smtp://127.0.0.1:{self.port}"
+
+    @property
+    def received(self) -> int:
+        with self._counter.get_lock():
+            return int(self._counter.value)
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid
+
+    def start(self, timeout: float = 30.0) -> SinkProcess:
+        self._process.start()
+        if not self._ready.wait(timeout):
+            self.stop()
+            raise RuntimeError(f"the SMTP sink did not start on port {self.port}")
+        return self
+
+    def wait_for(self, count: int, timeout: float = 10.0) -> int:
+        """Wait until at least `count` messages arrived (or timeout); return the count."""
+        deadline = time.monotonic() + timeout
+        while self.received < count and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return self.received
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._process.join(10)
+        if self._process.is_alive():
+            self._process.terminate()
+            self._process.join(5)
+
+    def __enter__(self) -> SinkProcess:
+        return self.start()
+
+    def __exit__(self, *_exc: object) -> None:
+        self.stop()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--port", type=int, default=8025)
+    args = parser.parse_args()
+    with SinkProcess(args.port) as sink:
+        print(f"SMTP sink on {sink.url}; Ctrl-C to stop")
+        try:
+            while True:
+                time.sleep(5)
+                print(f"{sink.received} message(s) accepted")
+        except KeyboardInterrupt:
+            pass
+
+
+if __name__ == "__main__":
+    main()
