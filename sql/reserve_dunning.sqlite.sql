@@ -6,10 +6,9 @@ INSERT INTO dueflow_ledger (key, job, subject_id, cycle, step, step_rank, recipi
 SELECT c.key, 'dunning', c.subject_id, c.cycle, c.step, c.step_rank, c.recipient,
        :as_of, :flow_run_id, :status
 FROM candidate c
-JOIN invoices i ON i.id = c.subject_id
-JOIN clients cl ON cl.id = i.client_id
-WHERE i.status = 'sent' AND i.paid_at IS NULL
-  AND lower(CAST(COALESCE(cl.dunning_paused, 0) AS text)) IN ('0', 'false', 'f', 'no')
+WHERE EXISTS (SELECT 1 FROM invoices i JOIN clients cl ON cl.id = i.client_id
+              WHERE i.id = c.subject_id AND i.status = 'sent' AND i.paid_at IS NULL
+                AND lower(CAST(COALESCE(cl.dunning_paused, 0) AS text)) IN ('0', 'false', 'f', 'no'))
   AND COALESCE((SELECT MAX(l.step_rank) FROM dueflow_ledger l
                 WHERE l.job = 'dunning' AND l.subject_id = c.subject_id), 0) = c.step_rank - 1
   AND (c.step_rank = 1 OR EXISTS (

@@ -66,6 +66,9 @@ CREATE TABLE IF NOT EXISTS dueflow_ledger (
     sent_at        timestamptz
 );
 CREATE INDEX IF NOT EXISTS dueflow_ledger_subject ON dueflow_ledger (job, subject_id, cycle);
+-- Covers renewal_history.sql (an index-only scan): the rows themselves carry rendered
+-- messages, so reading the heap for every renewal row costs gigabytes at scale.
+CREATE INDEX IF NOT EXISTS dueflow_ledger_cycles ON dueflow_ledger (job, cycle, subject_id, step_rank);
 -- The unsettled rows, keyed by `key`: an index on `status` here would let the planner,
 -- with statistics taken before a surge of fresh pending rows, scan every pending row for
 -- each per-key UPDATE; keyed by `key`, every plan for `key = ? AND status = ?` is a lookup.
