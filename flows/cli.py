@@ -136,7 +136,7 @@ def cmd_ledger(args: argparse.Namespace, settings: Settings) -> int:
     if frame.empty:
         print("No ledger rows" + (f" with status {args.status}." if args.status else "."))
         return 0
-    shown = frame.rename(columns={"error": "detail"}).assign(detail=frame["error"])
+    shown = frame.rename(columns={"error": "detail"})
     print(text_table(shown, limit=len(frame)))
     return 0
 

@@ -221,12 +221,6 @@ def record_outcomes(engine: Engine, outcomes: Sequence[Mapping[str, Any]]) -> No
             conn.execute(RECORD_OUTCOME, [dict(o) for o in outcomes])
 
 
-def record_outcome(engine: Engine, key: str, status: str, smtp_response: str | None,
-                   error: str | None, **kwargs: Any) -> None:
-    """Settle one row (see `outcome_row`)."""
-    record_outcomes(engine, [outcome_row(key, status, smtp_response, error, **kwargs)])
-
-
 def claim_retries(
     engine: Engine, as_of: date, flow_run_id: str | None, max_attempts: int
 ) -> pd.DataFrame:

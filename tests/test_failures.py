@@ -113,8 +113,8 @@ def test_concurrent_claims_never_retry_the_same_row(db_url):
     db.store_messages(engine, [{"key": k, "recipient": "x@example.com", "subject": "s",
                                 "body_text": "t", "body_html": "h", "message_id": "<m>"}
                                for k in candidates["key"]])
-    for k in candidates["key"]:
-        db.record_outcome(engine, k, "failed", None, "451 later")
+    db.record_outcomes(engine, [db.outcome_row(k, "failed", None, "451 later")
+                                for k in candidates["key"]])
     claimed = race(engine, [
         lambda i=i: db.claim_retries(engine, AS_OF, f"run-{i}", max_attempts=3)["key"].tolist()
         for i in range(4)])
