@@ -160,16 +160,12 @@ def reserve(
     return won
 
 
-STORE_MESSAGE = text(
-    """
-    UPDATE dueflow_ledger
-    SET recipient = :recipient, subject = :subject, body_text = :body_text,
-        body_html = :body_html, message_id = :message_id,
-        draft_source = :draft_source, draft_note = :draft_note,
-        attempts = attempts + 1, updated_at = CURRENT_TIMESTAMP
-    WHERE key = :key AND status = 'pending'
-    """
-)
+# The arrays sql/store_messages.postgresql.sql takes, and the message field in each.
+STORE_ARRAYS = {"keys": "key", "recipients": "recipient", "subjects": "subject",
+                "bodies_text": "body_text", "bodies_html": "body_html",
+                "message_ids": "message_id", "draft_sources": "draft_source",
+                "draft_notes": "draft_note"}
+STORE_CHUNK = 5_000  # messages per statement: keeps each set of array literals to a few MB
 
 
 def store_messages(engine: Engine, messages: Sequence[Mapping[str, Any]]) -> None:
@@ -177,8 +173,15 @@ def store_messages(engine: Engine, messages: Sequence[Mapping[str, Any]]) -> Non
     if not messages:
         return
     rows = [{"draft_source": None, "draft_note": None} | dict(m) for m in messages]
+    update = text(statement("store_messages", dialect(engine)))
     with engine.begin() as conn:
-        conn.execute(STORE_MESSAGE, rows)
+        if dialect(engine) == "sqlite":  # executemany stays in process: no round trips
+            conn.execute(update, rows)
+            return
+        for start in range(0, len(rows), STORE_CHUNK):
+            chunk = rows[start:start + STORE_CHUNK]
+            conn.execute(update, {param: pg_array(row[field] for row in chunk)
+                                  for param, field in STORE_ARRAYS.items()})
 
 
 RECORD_OUTCOME = text(

@@ -142,3 +142,31 @@ def test_keys_with_awkward_characters_round_trip(db_url):
                           "previous_by": None})
     assert db.reserve(engine, "renewal", frame, AS_OF, None) == set(frame["key"])
     assert sorted(db.ledger_rows(engine)["key"]) == sorted(frame["key"])
+
+
+def test_stored_messages_round_trip_and_settled_rows_keep_theirs(db_url, monkeypatch):
+    """store_messages writes each message onto its own pending row, byte for byte, across
+    statement chunks; a row already settled is not overwritten."""
+    monkeypatch.setattr(db, "STORE_CHUNK", 3)  # several chunks in one transaction
+    engine = db.engine_for(db_url)
+    ids = list(range(8))
+    db.reserve(engine, "renewal", candidates(ids), AS_OF, None)
+    keys = sorted(candidates(ids)["key"])
+    db.record_outcomes(engine, [db.outcome_row(keys[0], "sent", "250 OK", None)])
+    awkward = 'Dear "client", {x} \\ 100 € NULL, \'quoted\'\nline two\ttab'
+    messages = [{"key": k, "recipient": f"owner{n}@example.com", "subject": f"Renewal {n}",
+                 "body_text": f"{awkward} {n}", "body_html": None if n % 2 else f"<p>{awkward}</p>",
+                 "message_id": f"<{n}@dueflow>", "draft_source": "llm" if n == 3 else None,
+                 "draft_note": "firm" if n == 3 else None}
+                for n, k in enumerate(keys)]
+    db.store_messages(engine, messages)
+    stored = db.read_frame(engine, "SELECT key, attempts, recipient, subject, body_text, body_html,"
+                           " message_id, draft_source, draft_note FROM dueflow_ledger", {}
+                           ).set_index("key")
+    assert pd.isna(stored.loc[keys[0], "body_text"]) and stored.loc[keys[0], "attempts"] == 0
+    for message in messages[1:]:
+        row = stored.loc[message["key"]]
+        for field in ("recipient", "subject", "body_text", "body_html", "message_id",
+                      "draft_source", "draft_note"):
+            assert (None if pd.isna(row[field]) else row[field]) == message[field], field
+        assert row["attempts"] == 1
