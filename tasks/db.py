@@ -80,11 +80,29 @@ def read_frame(engine: Engine, sql: str, params: Mapping[str, Any]) -> pd.DataFr
 
 
 def pg_array(values: Iterable[Any]) -> str:
-    """A PostgreSQL array literal ('{"a","b",NULL}'), for CAST(:x AS text[]) and friends.
-    Several times faster than letting psycopg2 adapt a list of 100,000 strings."""
-    items = ("NULL" if v is None else '"' + str(v).replace("\\", "\\\\").replace('"', '\\"') + '"'
-             for v in values)
-    return "{" + ",".join(items) + "}"
+    """A PostgreSQL array literal ('{"a","b",NULL}') of the values' text, None as NULL, for
+    CAST(:x AS text[]) and friends: several times faster than letting psycopg2 adapt a
+    list of 100,000 strings."""
+    items = list(values)
+    if items.count(None) == len(items):  # e.g. previous_by of renewals
+        return "{" + ",".join(["NULL"] * len(items)) + "}"
+    if None in items:
+        return "{" + ",".join("NULL" if v is None else _quoted(str(v)) for v in items) + "}"
+    # Escape and quote the joined text at once (C speed; twice as fast again), then
+    # split it back at the separators: escaping is per character.
+    joined = "\x00".join(map(str, items))
+    if joined.count("\x00") != len(items) - 1:
+        raise ValueError("text for PostgreSQL cannot contain NUL characters")
+    return "{" + _quoted(joined).replace("\x00", '","') + "}"
+
+
+def _quoted(value: str) -> str:
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _nullable_list(column: pd.Series) -> list[Any]:
+    """The column's values as Python objects, missing ones (NaN, NA, NaT) as None."""
+    return column.astype(object).where(column.notna(), None).tolist()
 
 
 RESERVE_STATEMENT = {"renewal": "reserve_renewals", "dunning": "reserve_dunning"}
@@ -125,8 +143,9 @@ def reserve(
         return set()
     # Sorted by key, the primary-key inserts walk the btree in order instead of landing
     # on random pages: about twice as fast for 100,000 keys.
-    frame = candidates.reindex(columns=list(CANDIDATE_COLUMNS)).sort_values("key").astype(object)
-    frame = frame.where(frame.notna(), None)
+    frame = candidates.reindex(columns=list(CANDIDATE_COLUMNS)).sort_values("key")
+    columns = {name: _nullable_list(frame[name]) for name in CANDIDATE_COLUMNS}
+    columns["step_rank"] = [int(v) for v in columns["step_rank"]]
     params: dict[str, Any] = {"as_of": as_of.isoformat(), "flow_run_id": flow_run_id,
                               "status": status}
     with engine.begin() as conn:
@@ -136,13 +155,13 @@ def reserve(
             conn.execute(text("SELECT pg_advisory_xact_lock(hashtext(:lock))"),
                          {"lock": f"dueflow.reserve.{job}"})
             params |= {
-                "keys": pg_array(frame["key"]),
-                "subject_ids": pg_array(frame["subject_id"]),
-                "cycles": pg_array(frame["cycle"]),
-                "steps": pg_array(frame["step"]),
-                "step_ranks": pg_array(int(v) for v in frame["step_rank"]),
-                "recipients": pg_array(frame["recipient"]),
-                "previous_by": pg_array(frame["previous_by"]),
+                "keys": pg_array(columns["key"]),
+                "subject_ids": pg_array(columns["subject_id"]),
+                "cycles": pg_array(columns["cycle"]),
+                "steps": pg_array(columns["step"]),
+                "step_ranks": pg_array(columns["step_rank"]),
+                "recipients": pg_array(columns["recipient"]),
+                "previous_by": pg_array(columns["previous_by"]),
             }
             rows = conn.execute(text(statement(RESERVE_STATEMENT[job], "postgresql")), params)
         else:
@@ -153,7 +172,7 @@ def reserve(
             conn.exec_driver_sql("DELETE FROM candidate")
             conn.exec_driver_sql(
                 "INSERT INTO candidate VALUES (?, ?, ?, ?, ?, ?, ?)",
-                list(frame.itertuples(index=False, name=None)),
+                list(zip(*columns.values(), strict=True)),
             )
             rows = conn.execute(text(statement(RESERVE_STATEMENT[job], "sqlite")), params)
         won = {row[0] for row in rows}

@@ -170,3 +170,14 @@ def test_stored_messages_round_trip_and_settled_rows_keep_theirs(db_url, monkeyp
                       "draft_source", "draft_note"):
             assert (None if pd.isna(row[field]) else row[field]) == message[field], field
         assert row["attempts"] == 1
+
+
+def test_array_literals_never_shift_values():
+    """pg_array escapes the joined text at once; a value that could split it is refused,
+    because a shifted array would pair one contract's key with another's recipient."""
+    assert db.pg_array(['a"b', "c\\d", "x,y", "{z}", ""]) == r'{"a\"b","c\\d","x,y","{z}",""}'
+    assert db.pg_array(["a", None, 3]) == '{"a",NULL,"3"}'
+    assert db.pg_array([None, None]) == "{NULL,NULL}"
+    assert db.pg_array([]) == "{}"
+    with pytest.raises(ValueError, match="NUL"):
+        db.pg_array(["one\x00two", "three"])
