@@ -6,7 +6,7 @@
 -- renews on that date and no more urgent lead followed; the invoice is still
 -- unpaid, still 'sent', its client not paused, and no later step followed.
 UPDATE dueflow_ledger
-SET status = 'pending', attempts = attempts + 1, flow_run_id = :flow_run_id,
+SET status = 'pending', attempts = attempts + 1, sending_at = NULL, flow_run_id = :flow_run_id,
     error = NULL, retry_after = NULL, updated_at = CURRENT_TIMESTAMP
 WHERE status = 'failed' AND NOT permanent AND attempts < :max_attempts
   AND (retry_after IS NULL OR retry_after <= CAST(:now AS timestamptz))

@@ -1,7 +1,7 @@
 -- SQLite flavour of claim_retries.postgresql.sql (same conditions); SQLite runs
 -- one writer at a time, so the claim is atomic by construction.
 UPDATE dueflow_ledger
-SET status = 'pending', attempts = attempts + 1, flow_run_id = :flow_run_id,
+SET status = 'pending', attempts = attempts + 1, sending_at = NULL, flow_run_id = :flow_run_id,
     error = NULL, retry_after = NULL, updated_at = CURRENT_TIMESTAMP
 WHERE status = 'failed' AND NOT permanent AND attempts < :max_attempts
   AND (retry_after IS NULL OR retry_after <= :now)

@@ -63,7 +63,11 @@ CREATE TABLE IF NOT EXISTS dueflow_ledger (
     flow_run_id    text,
     created_at     timestamptz NOT NULL DEFAULT CURRENT_TIMESTAMP,
     updated_at     timestamptz NOT NULL DEFAULT CURRENT_TIMESTAMP,
-    sent_at        timestamptz
+    sent_at        timestamptz,
+    -- When a delivery batch claimed this attempt, just before sending it. A batch sends
+    -- only rows it claimed, so a batch run twice (Dask or Prefect re-running a task)
+    -- never sends twice; a pending row with no claim was surely never handed to SMTP.
+    sending_at     timestamptz
 );
 CREATE INDEX IF NOT EXISTS dueflow_ledger_subject ON dueflow_ledger (job, subject_id, cycle);
 -- Covers renewal_history.sql (an index-only scan): the rows themselves carry rendered

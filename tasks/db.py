@@ -7,6 +7,7 @@ carry a guarantee are read from `sql/`.
 from __future__ import annotations
 
 import io
+import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, date, datetime
@@ -14,7 +15,7 @@ from functools import cache
 from typing import Any
 
 import pandas as pd
-from sqlalchemy import Engine, create_engine, event, inspect, make_url, text
+from sqlalchemy import Engine, bindparam, create_engine, event, inspect, make_url, text
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError
 
 from blocks.settings import ConfigError
@@ -64,12 +65,21 @@ def dialect(engine: Engine) -> str:
     return "postgresql" if engine.dialect.name == "postgresql" else "sqlite"
 
 
+# Ledger columns added after the first release: init_db adds them to an existing ledger.
+LEDGER_ADDED_COLUMNS = {"sending_at": "timestamptz"}
+
+
 def init_db(engine: Engine) -> None:
-    """Create the source tables and the ledger if they are missing (idempotent)."""
+    """Create the source tables and the ledger if they are missing, and add ledger
+    columns newer than the ledger (idempotent)."""
     script = re.sub(r"--[^\n]*", "", statement("schema"))  # the schema has no '--' in literals
     with engine.begin() as conn:
         for ddl in filter(None, (part.strip() for part in script.split(";"))):
             conn.exec_driver_sql(ddl)
+        have = {column["name"] for column in inspect(conn).get_columns("dueflow_ledger")}
+        for name, kind in LEDGER_ADDED_COLUMNS.items():
+            if name not in have:
+                conn.exec_driver_sql(f"ALTER TABLE dueflow_ledger ADD COLUMN {name} {kind}")
 
 
 def read_frame(engine: Engine, sql: str, params: Mapping[str, Any]) -> pd.DataFrame:
@@ -203,6 +213,28 @@ def store_messages(engine: Engine, messages: Sequence[Mapping[str, Any]]) -> Non
                                   for param, field in STORE_ARRAYS.items()})
 
 
+def claim_sending(engine: Engine, keys: Sequence[str]) -> set[str]:
+    """Claim pending rows for one delivery, just before it sends; returns the keys it
+    may send. A batch executed twice gets nothing the second time."""
+    if not keys:
+        return set()
+    engine_dialect = dialect(engine)
+    values = pg_array(keys) if engine_dialect == "postgresql" else json.dumps(list(keys))
+    with engine.begin() as conn:
+        rows = conn.execute(text(statement("claim_sending", engine_dialect)), {"keys": values})
+        return {row[0] for row in rows}
+
+
+def ledger_status(engine: Engine, keys: Sequence[str]) -> dict[str, str]:
+    """The current status of each of these keys that is in the ledger."""
+    if not keys:
+        return {}
+    with engine.connect() as conn:
+        rows = conn.execute(text("SELECT key, status FROM dueflow_ledger WHERE key IN :keys")
+                            .bindparams(bindparam("keys", expanding=True)), {"keys": list(keys)})
+        return {key: status for key, status in rows}
+
+
 RECORD_OUTCOME = text(
     """
     UPDATE dueflow_ledger
@@ -277,7 +309,7 @@ REQUIRED_COLUMNS = {
     "clients": {"id", "name", "email", "locale", "notes", "dunning_paused"},
     "invoices": {"id", "client_id", "number", "amount", "currency", "status", "sent_at",
                  "due_date", "paid_at"},
-    "dueflow_ledger": {"key", "status", "permanent", "retry_after", "draft_source"},
+    "dueflow_ledger": {"key", "status", "permanent", "retry_after", "draft_source", "sending_at"},
     "dueflow_quarantine": {"job", "source_id", "reason"},
 }
 
@@ -323,7 +355,7 @@ def quarantine(
 
 LEDGER_COLUMNS = (
     "key", "status", "as_of", "attempts", "recipient", "subject", "error",
-    "smtp_response", "flow_run_id", "created_at", "updated_at", "sent_at",
+    "smtp_response", "flow_run_id", "created_at", "updated_at", "sending_at", "sent_at",
 )
 
 
@@ -343,7 +375,7 @@ def unsettled_rows(engine: Engine, limit: int = 50) -> pd.DataFrame:
     """The oldest pending and failed rows of the whole ledger, for the run report."""
     return read_frame(
         engine,
-        "SELECT key, status, attempts, permanent, error FROM dueflow_ledger"
+        "SELECT key, status, attempts, permanent, error, sending_at FROM dueflow_ledger"
         " WHERE status IN ('pending', 'failed') ORDER BY created_at, key LIMIT :limit",
         {"limit": limit},
     )

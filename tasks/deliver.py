@@ -6,7 +6,8 @@ the per-email overhead stays small next to SMTP itself. Outcomes are written to
 their ledger rows in small groups (every FLUSH_EVERY emails or FLUSH_SECONDS, and
 when the batch ends or fails): one commit per email would cost as much as the SMTP
 conversation. A process killed between a send and its flush leaves those rows
-`pending` — visible and never resent, exactly as G3 asks.
+`pending` — visible and never resent, exactly as G3 asks. Each batch claims its rows
+(`sending_at`) before its first send, so a batch executed twice sends nothing twice.
 """
 
 from __future__ import annotations
@@ -45,7 +46,15 @@ def deliver_batch(
     """Send a batch over one connection; each outcome goes to its ledger row at once.
     A `failed` row may be retried by a run after `retry_backoff`, unless permanent (5xx)."""
     engine = db.engine_for(database_url)
-    deliveries: list[Delivery] = []
+    # Claim before sending: if this batch runs again (a Dask worker lost, a task re-run),
+    # the second execution finds its rows claimed and sends none of them.
+    claimed = db.claim_sending(engine, [email.key for email in emails])
+    taken = [email for email in emails if email.key not in claimed]
+    status = db.ledger_status(engine, [email.key for email in taken]) if taken else {}
+    deliveries = [Delivery(e.key, e.recipient, status.get(e.key, "pending"),
+                           "already claimed by an earlier delivery: not sent again")
+                  for e in taken]
+    emails = [email for email in emails if email.key in claimed]
     unwritten: list[dict] = []
     last_flush = time.monotonic()
     try:

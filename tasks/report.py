@@ -143,6 +143,8 @@ def markdown(summary: RunSummary, limit: int = 50) -> str:
                   "| status | key | attempts | detail |", "|---|---|---|---|"]
         for row in summary.unsettled.itertuples(index=False):
             detail = str(row.error or "").replace("|", "\\|")
+            if row.status == "pending" and pd.isna(row.sending_at):
+                detail = (detail + "; " if detail else "") + "never handed to SMTP: safe to resolve as failed"
             lines.append(f"| {row.status} | `{row.key}` | {row.attempts} | {detail} |")
     return "\n".join(lines)
 

@@ -121,3 +121,74 @@ def test_concurrent_claims_never_retry_the_same_row(db_url):
     everything = [k for keys in claimed for k in keys]
     assert sorted(everything) == sorted(candidates["key"])  # each claimed exactly once
     assert set(db.ledger_rows(engine)["attempts"]) == {2}
+
+
+def test_a_batch_executed_twice_sends_nothing_twice(db_url, smtp_sink):
+    """A task runner may run a delivery batch again (a lost Dask worker, a re-run task):
+    the batch claims its rows before sending, so the second execution sends none."""
+    from tasks.compose import OutgoingEmail
+    from tasks.deliver import deliver_batch
+    from tasks.mail import parse_mail_url
+
+    engine = db.engine_for(db_url)
+    ids = [f"c{n}" for n in range(5)]
+    insert(db_url, "contracts", [contract(c, RENEWAL) for c in ids])
+    db.reserve(engine, "renewal", pd.DataFrame({
+        "key": [key(c) for c in ids], "subject_id": ids, "cycle": RENEWAL.isoformat(),
+        "step": "30d", "step_rank": 30, "recipient": "x@example.com", "previous_by": None}),
+        AS_OF, None)
+    emails = [OutgoingEmail(key(c), f"{c}@example.com", "Renewal", "text", "<p>html</p>",
+                            f"<{c}@dueflow>") for c in ids]
+    db.store_messages(engine, [e.as_row() for e in emails])
+    smtp_sink.faults["c4@example.com"] = "drop_before_data_reply"  # unknown outcome: pending
+    mail = parse_mail_url(f"smtp://127.0.0.1:{smtp_sink.port}")
+
+    first = deliver_batch.fn(emails, mail, "dueflow@example.com", db_url)
+    again = deliver_batch.fn(emails, mail, "dueflow@example.com", db_url)
+
+    assert sorted(smtp_sink.keys()) == sorted(key(c) for c in ids[:4])  # each once
+    assert [d.status for d in first] == ["sent"] * 4 + ["pending"]
+    assert {d.key: d.status for d in again} == statuses(db_url)
+    assert all("not sent again" in (d.detail or "") for d in again)
+    # A retry is a new attempt: claim_retries clears the claim, and the row goes out.
+    db.resolve_pending(engine, key("c4"), "failed", "operator: not received")
+    smtp_sink.faults.clear()
+    claimed = db.claim_retries(engine, AS_OF, None, max_attempts=3)
+    retried = deliver_batch.fn([e for e in emails if e.key in set(claimed["key"])], mail,
+                               "dueflow@example.com", db_url)
+    assert [(d.key, d.status) for d in retried] == [(key("c4"), "sent")]
+    assert sorted(smtp_sink.keys()) == sorted(key(c) for c in ids)
+
+
+def test_init_db_adds_ledger_columns_newer_than_the_ledger(db_url):
+    engine = db.engine_for(db_url)
+    with engine.begin() as conn:
+        conn.execute(text("ALTER TABLE dueflow_ledger DROP COLUMN sending_at"))
+    assert db.schema_problems(engine) == ["table dueflow_ledger has no column(s) sending_at"]
+    db.init_db(engine)
+    assert db.schema_problems(engine) == []
+
+
+def test_report_tells_pending_rows_never_handed_to_smtp(db_url, smtp_sink):
+    """A pending row whose batch never claimed it was surely not sent; one it claimed may
+    have been: the run report tells them apart for the operator."""
+    from tasks.compose import OutgoingEmail
+    from tasks.deliver import deliver_batch
+    from tasks.mail import parse_mail_url
+    from tasks.report import ROW_COLUMNS, markdown, summarize
+
+    engine = db.engine_for(db_url)
+    db.reserve(engine, "renewal", pd.DataFrame({
+        "key": [key("lost"), key("unknown")], "subject_id": ["lost", "unknown"],
+        "cycle": RENEWAL.isoformat(), "step": "30d", "step_rank": 30,
+        "recipient": "x@example.com", "previous_by": None}), AS_OF, None)
+    smtp_sink.faults["unknown@example.com"] = "drop_before_data_reply"
+    deliver_batch.fn([OutgoingEmail(key("unknown"), "unknown@example.com", "s", "t", "<p>h</p>",
+                                    "<u@dueflow>")],
+                     parse_mail_url(f"smtp://127.0.0.1:{smtp_sink.port}"), "d@example.com", db_url)
+    report = markdown(summarize(AS_OF, False, None, pd.DataFrame(columns=list(ROW_COLUMNS)),
+                                db.unsettled_counts(engine), db.unsettled_rows(engine)))
+    lines = {line.split("`")[1]: line for line in report.splitlines()
+             if line.startswith("| pending | `")}
+    assert "never handed to SMTP" in lines[key("lost")]
+    assert "never handed to SMTP" not in lines[key("unknown")]
