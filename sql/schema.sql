@@ -69,10 +69,18 @@ CREATE TABLE IF NOT EXISTS dueflow_ledger (
     -- never sends twice; a pending row with no claim was surely never handed to SMTP.
     sending_at     timestamptz
 );
-CREATE INDEX IF NOT EXISTS dueflow_ledger_subject ON dueflow_ledger (job, subject_id, cycle);
--- Covers renewal_history.sql (an index-only scan): the rows themselves carry rendered
--- messages, so reading the heap for every renewal row costs gigabytes at scale.
-CREATE INDEX IF NOT EXISTS dueflow_ledger_cycles ON dueflow_ledger (job, cycle, subject_id, step_rank);
+-- One index per job, each partial: a reservation writes the heap, the primary key,
+-- ONE of these two and the open-keys index, and every status change rewrites entries
+-- in all of them; one index for both jobs cost a fifth of the time of a big reservation.
+-- Renewals by cycle first: renewal_history.sql reads only the cycles still ahead, as an
+-- index-only scan (the rows carry rendered messages: reading the heap costs gigabytes).
+CREATE INDEX IF NOT EXISTS dueflow_ledger_renewals ON dueflow_ledger (cycle, subject_id, step_rank)
+    WHERE job = 'renewal';
+CREATE INDEX IF NOT EXISTS dueflow_ledger_dunning ON dueflow_ledger (subject_id, step_rank)
+    WHERE job = 'dunning';
+-- Replaced by the two above (init-db on a ledger made by an earlier version).
+DROP INDEX IF EXISTS dueflow_ledger_subject;
+DROP INDEX IF EXISTS dueflow_ledger_cycles;
 -- The unsettled rows, keyed by `key`: an index on `status` here would let the planner,
 -- with statistics taken before a surge of fresh pending rows, scan every pending row for
 -- each per-key UPDATE; keyed by `key`, every plan for `key = ? AND status = ?` is a lookup.

@@ -164,6 +164,9 @@ def reserve(
             # checks in the statement see every reservation committed before it.
             conn.execute(text("SELECT pg_advisory_xact_lock(hashtext(:lock))"),
                          {"lock": f"dueflow.reserve.{job}"})
+            # The unnested candidates are materialised; at the default 4 MB a night of
+            # 100,000 spills them to a temporary file.
+            conn.execute(text("SET LOCAL work_mem = '64MB'"))
             params |= {
                 "keys": pg_array(columns["key"]),
                 "subject_ids": pg_array(columns["subject_id"]),

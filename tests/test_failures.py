@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import date, timedelta
 
 import pandas as pd
-from sqlalchemy import text
+from sqlalchemy import inspect, text
 
 from flows.nightly_alerts import nightly_alerts
 from tasks import db
@@ -160,13 +160,18 @@ def test_a_batch_executed_twice_sends_nothing_twice(db_url, smtp_sink):
     assert sorted(smtp_sink.keys()) == sorted(key(c) for c in ids)
 
 
-def test_init_db_adds_ledger_columns_newer_than_the_ledger(db_url):
+def test_init_db_brings_an_earlier_ledger_up_to_date(db_url):
+    """A ledger made by an earlier version: no sending_at, one index for both jobs."""
     engine = db.engine_for(db_url)
     with engine.begin() as conn:
         conn.execute(text("ALTER TABLE dueflow_ledger DROP COLUMN sending_at"))
+        conn.execute(text("CREATE INDEX dueflow_ledger_subject ON dueflow_ledger (job, subject_id, cycle)"))
     assert db.schema_problems(engine) == ["table dueflow_ledger has no column(s) sending_at"]
     db.init_db(engine)
     assert db.schema_problems(engine) == []
+    indexes = {index["name"] for index in inspect(engine).get_indexes("dueflow_ledger")}
+    assert {"dueflow_ledger_renewals", "dueflow_ledger_dunning"} <= indexes
+    assert "dueflow_ledger_subject" not in indexes
 
 
 def test_report_tells_pending_rows_never_handed_to_smtp(db_url, smtp_sink):
