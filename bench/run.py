@@ -234,6 +234,8 @@ def main(argv: list[str] | None = None) -> int:
 
     ensure_database(url)
     engine = db.engine_for(url)
+    results["machine"] |= machine_speed(engine)
+    log(f"machine: {describe_machine(results['machine'])}")
     scale = gen.Scale(args.contracts, args.invoices, args.clients, as_of, args.history_days, args.seed)
     log(f"building the data set in memory ({args.contracts:,} contracts, {args.invoices:,} invoices)")
     data = gen.build(scale)
@@ -368,6 +370,7 @@ def main(argv: list[str] | None = None) -> int:
     results["figures"] = [asdict(f) | {"rate": f.rate} for f in figures]
     results["checks"] = checks.results
     print()
+    print(f"machine: {describe_machine(results['machine'])}")
     print(table(figures))
     print()
     if changed:
@@ -386,6 +389,34 @@ def main(argv: list[str] | None = None) -> int:
     path.write_text(json.dumps(results, indent=2, default=str))
     print(f"figures written to {path}")
     return 1 if checks.failed or errors else 0
+
+
+def machine_speed(engine: Any) -> dict[str, Any]:
+    """Two fixed workloads, so that figures from different machines can be compared:
+    the same 2-core VM kind has measured twice as slow on one day as on another."""
+    from sqlalchemy import text
+
+    started = time.perf_counter()
+    total = 0
+    for i in range(10_000_000):
+        total += i
+    python_seconds = time.perf_counter() - started
+    with engine.connect() as conn:
+        started = time.perf_counter()
+        conn.execute(text("SELECT count(*) FROM generate_series(1, 5000000)")).scalar_one()
+        postgres_seconds = time.perf_counter() - started
+        settings = {name: conn.execute(text("SELECT current_setting(:name)"), {"name": name}).scalar_one()
+                    for name in ("server_version", "shared_buffers", "work_mem", "synchronous_commit")}
+    return {"python_loop_10m_seconds": round(python_seconds, 3),
+            "postgres_count_5m_seconds": round(postgres_seconds, 3), "postgres": settings}
+
+
+def describe_machine(machine: dict[str, Any]) -> str:
+    pg = machine.get("postgres", {})
+    return (f"{machine['cpus']} CPUs; a Python loop of 10M additions {machine['python_loop_10m_seconds']} s,"
+            f" PostgreSQL count(*) of 5M generated rows {machine['postgres_count_5m_seconds']} s;"
+            f" PostgreSQL {pg.get('server_version')}, shared_buffers {pg.get('shared_buffers')},"
+            f" synchronous_commit {pg.get('synchronous_commit')}")
 
 
 def ok_phase(results: dict[str, Any], name: str) -> dict[str, Any] | None:
