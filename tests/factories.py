@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Sequence
 from datetime import date
 from typing import TypeVar
 
+import httpx
 from sqlalchemy import text
 
 from tasks import db
@@ -73,3 +75,19 @@ def race(engine, work: Sequence[Callable[[], T]]) -> list[T]:
     if errors:
         raise errors[0]
     return results  # type: ignore[return-value]
+
+
+def wait_for(check: Callable[[], T | None], what: str = "condition", timeout: float = 180.0,
+             details: Callable[[], str] = lambda: "") -> T:
+    """Poll until `check` returns something truthy (an HTTP error counts as not yet);
+    the timeout is only a deadline."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            result = check()
+        except httpx.HTTPError:
+            result = None
+        if result:
+            return result
+        assert time.monotonic() < deadline, f"timed out waiting for {what}\n{details()}"
+        time.sleep(0.25)

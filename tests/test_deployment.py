@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from datetime import date, timedelta
 from pathlib import Path
 
@@ -15,25 +14,12 @@ import httpx
 import pytest
 
 from tasks import db
-from tests.factories import contract, insert
+from tests.factories import contract, insert, wait_for
 from tests.smtp_server import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 PREFECT = str(Path(sys.executable).parent / "prefect")
 AS_OF = date(2027, 1, 1)
-
-
-def wait_for(check, timeout: float = 120.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            result = check()
-        except httpx.HTTPError:
-            result = None
-        if result:
-            return result
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.25)
 
 
 @pytest.fixture

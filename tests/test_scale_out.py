@@ -44,7 +44,7 @@ from sqlalchemy import text
 from flows.nightly_alerts import nightly_alerts
 from tasks import db
 from tasks.report import RunSummary
-from tests.factories import contract, insert
+from tests.factories import contract, insert, wait_for
 from tests.smtp_server import SmtpSink, _Handler, free_port
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -64,21 +64,6 @@ def due_contracts(url: str, n: int) -> set[str]:
     rows = [contract(f"c{i:03d}", AS_OF + timedelta(days=leads[i % 3])) for i in range(n)]
     insert(url, "contracts", rows)
     return {f"renewal/{r['id']}/{r['renewal_date']}/{leads[i % 3]}d" for i, r in enumerate(rows)}
-
-
-def wait_for(check: Callable[[], T | None], what: str, timeout: float = 180.0,
-             details: Callable[[], str] = lambda: "") -> T:
-    """Poll until `check` returns something truthy; the timeout is only a deadline."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            result = check()
-        except httpx.HTTPError:
-            result = None
-        if result:
-            return result
-        assert time.monotonic() < deadline, f"timed out waiting for {what}\n{details()}"
-        time.sleep(0.25)
 
 
 def assert_delivered_once(sink: SmtpSink, url: str, expected: set[str]) -> None:
