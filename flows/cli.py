@@ -22,6 +22,12 @@ def _quiet_prefect() -> None:
     # temporary server's banner when no PREFECT_API_URL is set) stays out of it.
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    # Prefect gives its temporary server 20 s; its first start (creating the database in
+    # a new PREFECT_HOME) took longer than that on a busy 2-core machine.
+    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", str(EPHEMERAL_STARTUP))
+
+
+EPHEMERAL_STARTUP = 180
 
 
 def _as_of(value: str) -> date:
@@ -75,7 +81,14 @@ def _run_flow(settings: Settings, as_of: date | None, dry_run: bool, **params: o
     from tasks.llm import OFF_NOTE
     from tasks.report import text_table
 
-    summary = nightly_alerts(as_of=as_of, dry_run=dry_run, **params)
+    try:
+        summary = nightly_alerts(as_of=as_of, dry_run=dry_run, **params)
+    except RuntimeError as exc:
+        if "ephemeral Prefect API server" not in str(exc):
+            raise
+        raise UserError("the temporary Prefect server did not start in time (set"
+                        " PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS higher, or point"
+                        " PREFECT_API_URL at a running `prefect server start`)") from None
     if summary.skipped:
         print(summary.headline())
         return 0
