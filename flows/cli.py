@@ -25,6 +25,10 @@ def _quiet_prefect() -> None:
     # Prefect gives its temporary server 20 s; its first start (creating the database in
     # a new PREFECT_HOME) took longer than that on a busy 2-core machine.
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", str(EPHEMERAL_STARTUP))
+    # The temporary server is stopped as soon as the run ends, while its task-run recorder
+    # may still be writing: it then prints tracebacks of cancelled writes. Only a server
+    # started from this process reads this; flow runs and artifacts are still recorded.
+    os.environ.setdefault("PREFECT_SERVER_SERVICES_TASK_RUN_RECORDER_ENABLED", "false")
 
 
 EPHEMERAL_STARTUP = 180
