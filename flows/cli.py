@@ -17,6 +17,9 @@ class UserError(Exception):
     """An error the operator can fix; printed as one line, no traceback."""
 
 
+EPHEMERAL_STARTUP = 180  # seconds dueflow waits for a temporary Prefect server
+
+
 def _quiet_prefect() -> None:
     # Keep the terminal for our own summary: Prefect's INFO chatter (and the
     # temporary server's banner when no PREFECT_API_URL is set) stays out of it.
@@ -29,9 +32,6 @@ def _quiet_prefect() -> None:
     # may still be writing: it then prints tracebacks of cancelled writes. Only a server
     # started from this process reads this; flow runs and artifacts are still recorded.
     os.environ.setdefault("PREFECT_SERVER_SERVICES_TASK_RUN_RECORDER_ENABLED", "false")
-
-
-EPHEMERAL_STARTUP = 180
 
 
 def _as_of(value: str) -> date:
