@@ -435,14 +435,19 @@ def load(engine: Engine, data: Dataset, tables: tuple[str, ...]) -> dict[str, fl
 STASH_PREFIX = "bench_stash_"
 
 
+def _ledger_indexes(conn: Any) -> list[str]:
+    """Names of the indexes on the visible `dueflow_ledger` table."""
+    return list(conn.execute(text(
+        "SELECT i.relname FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid"
+        " JOIN pg_class t ON t.oid = x.indrelid"
+        " WHERE t.relname = 'dueflow_ledger' AND pg_table_is_visible(t.oid)")).scalars().all())
+
+
 def stash_ledger(engine: Engine) -> None:
     """Set the history ledger aside (renamed, with its indexes) and create a fresh one,
     as `dueflow init-db` leaves it on a first install; `restore_ledger` undoes it."""
     with engine.begin() as conn:
-        indexes = conn.execute(text(
-            "SELECT i.relname FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid"
-            " JOIN pg_class t ON t.oid = x.indrelid"
-            " WHERE t.relname = 'dueflow_ledger' AND pg_table_is_visible(t.oid)")).scalars().all()
+        indexes = _ledger_indexes(conn)
         for index in indexes:
             conn.exec_driver_sql(f'ALTER INDEX "{index}" RENAME TO "{STASH_PREFIX}{index}"')
         conn.exec_driver_sql(f"ALTER TABLE dueflow_ledger RENAME TO {STASH_PREFIX}dueflow_ledger")
@@ -454,10 +459,7 @@ def restore_ledger(engine: Engine) -> None:
     with engine.begin() as conn:
         conn.exec_driver_sql("DROP TABLE IF EXISTS dueflow_ledger")
         conn.exec_driver_sql(f"ALTER TABLE {STASH_PREFIX}dueflow_ledger RENAME TO dueflow_ledger")
-        indexes = conn.execute(text(
-            "SELECT i.relname FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid"
-            " JOIN pg_class t ON t.oid = x.indrelid"
-            " WHERE t.relname = 'dueflow_ledger' AND pg_table_is_visible(t.oid)")).scalars().all()
+        indexes = _ledger_indexes(conn)
         for index in indexes:
             conn.exec_driver_sql(f'ALTER INDEX "{index}" RENAME TO "{index[len(STASH_PREFIX):]}"')
         conn.exec_driver_sql("TRUNCATE dueflow_quarantine")

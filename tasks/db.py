@@ -205,9 +205,10 @@ def store_messages(engine: Engine, messages: Sequence[Mapping[str, Any]]) -> Non
     if not messages:
         return
     rows = [{"draft_source": None, "draft_note": None} | dict(m) for m in messages]
-    update = text(statement("store_messages", dialect(engine)))
+    engine_dialect = dialect(engine)
+    update = text(statement("store_messages", engine_dialect))
     with engine.begin() as conn:
-        if dialect(engine) == "sqlite":  # executemany stays in process: no round trips
+        if engine_dialect == "sqlite":  # executemany stays in process: no round trips
             conn.execute(update, rows)
             return
         for start in range(0, len(rows), STORE_CHUNK):

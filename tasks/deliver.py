@@ -50,7 +50,7 @@ def deliver_batch(
     # the second execution finds its rows claimed and sends none of them.
     claimed = db.claim_sending(engine, [email.key for email in emails])
     taken = [email for email in emails if email.key not in claimed]
-    status = db.ledger_status(engine, [email.key for email in taken]) if taken else {}
+    status = db.ledger_status(engine, [email.key for email in taken])
     deliveries = [Delivery(e.key, e.recipient, status.get(e.key, "pending"),
                            "already claimed by an earlier delivery: not sent again")
                   for e in taken]
