@@ -7,10 +7,13 @@
 --   * that previous step was reserved on or before :previous_by (as_of − delay).
 -- The caller holds a transaction-scoped advisory lock for the job, so these checks
 -- see every reservation committed before this statement.
+-- created_at is this statement's start, after the lock was granted, so it orders
+-- reservations as they were made; the column default, now(), is the transaction's
+-- start, taken before the lock, and two racing runs can commit in the other order.
 INSERT INTO dueflow_ledger (key, job, subject_id, cycle, step, step_rank, recipient, as_of, flow_run_id,
-                            status)
+                            status, created_at)
 SELECT c.key, 'dunning', c.subject_id, c.cycle, c.step, c.step_rank, c.recipient,
-       CAST(:as_of AS date), :flow_run_id, :status
+       CAST(:as_of AS date), :flow_run_id, :status, statement_timestamp()
 FROM unnest(CAST(:keys AS text[]), CAST(:subject_ids AS text[]), CAST(:cycles AS text[]),
             CAST(:steps AS text[]), CAST(:step_ranks AS integer[]), CAST(:recipients AS text[]),
             CAST(:previous_by AS date[]))
