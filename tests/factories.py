@@ -78,9 +78,9 @@ def race(engine, work: Sequence[Callable[[], T]]) -> list[T]:
 
 
 def wait_for(check: Callable[[], T | None], what: str = "condition", timeout: float = 180.0,
-             details: Callable[[], str] = lambda: "") -> T:
-    """Poll until `check` returns something truthy (an HTTP error counts as not yet);
-    the timeout is only a deadline."""
+             details: Callable[[], str] = lambda: "", interval: float = 0.25) -> T:
+    """Poll every `interval` seconds until `check` returns something truthy (an HTTP
+    error counts as not yet); the timeout is only a deadline."""
     deadline = time.monotonic() + timeout
     while True:
         try:
@@ -90,4 +90,4 @@ def wait_for(check: Callable[[], T | None], what: str = "condition", timeout: fl
         if result:
             return result
         assert time.monotonic() < deadline, f"timed out waiting for {what}\n{details()}"
-        time.sleep(0.25)
+        time.sleep(interval)

@@ -8,14 +8,13 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from datetime import date, timedelta
 from pathlib import Path
 
 import pytest
 
 from tasks import db
-from tests.factories import contract, insert
+from tests.factories import contract, insert, wait_for
 
 AS_OF = date(2027, 1, 1)
 ROOT = Path(__file__).resolve().parents[1]
@@ -45,19 +44,12 @@ def due_contracts(url: str, n: int) -> set[str]:
     return {f"renewal/{r['id']}/{r['renewal_date']}/{[60, 30, 15][i % 3]}d" for i, r in enumerate(rows)}
 
 
-def wait_for(condition, timeout: float = 90.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.02)
-
-
 def test_sigkill_mid_delivery_loses_nothing_and_sends_nothing_twice(cli_env, db_url, smtp_sink,
                                                                      tmp_path):
     expected = due_contracts(db_url, 60)
     smtp_sink.delay = 0.1  # slow enough to be killed half-way
     run = start(["run", "--as-of", AS_OF.isoformat()], cli_env, tmp_path)
-    wait_for(lambda: len(smtp_sink.keys()) >= 10)
+    wait_for(lambda: len(smtp_sink.keys()) >= 10, "10 emails received", 90, interval=0.02)
     run.send_signal(signal.SIGKILL)
     run.wait(30)
     received_before = set(smtp_sink.keys())
@@ -141,7 +133,7 @@ def test_with_the_lock_one_run_works_and_the_others_exit_cleanly(mail_env, pg_ur
     smtp_sink.gate.clear()  # the first run blocks in its first DATA until we open the gate
     env = mail_env | {"DUEFLOW_DATABASE_URL": pg_url, "DUEFLOW_RUN_LOCK": "on"}
     first = start(["run", "--as-of", AS_OF.isoformat()], env, tmp_path)
-    wait_for(lambda: len(smtp_sink.data_seen) >= 1)
+    wait_for(lambda: len(smtp_sink.data_seen) >= 1, "a first DATA command", 90, interval=0.02)
     others = [start(["run", "--as-of", AS_OF.isoformat()], env, tmp_path) for _ in range(5)]
     for other in others:
         out, err = other.communicate(timeout=120)
