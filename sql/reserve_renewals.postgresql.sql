@@ -5,7 +5,7 @@
 -- advisory lock for the job so that check and insert see every committed reservation.
 -- created_at is this statement's start, after the lock was granted, so it orders
 -- reservations as they were made; the column default, now(), is the transaction's
--- start, taken before the lock, and two racing runs can commit in the other order.
+-- start, taken before the lock, which two racing runs may be granted in the other order.
 INSERT INTO dueflow_ledger (key, job, subject_id, cycle, step, step_rank, recipient, as_of, flow_run_id,
                             status, created_at)
 SELECT c.key, 'renewal', c.subject_id, c.cycle, c.step, c.step_rank, c.recipient,
