@@ -268,8 +268,7 @@ def measure_deliver(url: str, mail_url: str, count: int, as_of: date) -> dict[st
     """M emails through dueflow's delivery path inside a Prefect flow run, against one plain
     smtplib connection sending the same messages; plus a breakdown without Prefect."""
     import tasks.deliver as deliver_module
-    from bench.naive import message_payload
-    from tasks.mail import open_transport, parse_mail_url
+    from tasks.mail import message_bytes, open_transport, parse_mail_url
 
     mail = parse_mail_url(mail_url)
     prefixes = ("bench-deliver", "bench-deliver-direct", "bench-deliver-ledger")
@@ -280,7 +279,7 @@ def measure_deliver(url: str, mail_url: str, count: int, as_of: date) -> dict[st
     result: dict[str, Any] = {"emails": count}
 
     payloads, result["build_message_seconds"] = timed(
-        lambda: [message_payload(e, MAIL_FROM) for e in emails])
+        lambda: [message_bytes(e, MAIL_FROM) for e in emails])
     result["message_bytes"] = sum(map(len, payloads)) // len(payloads)
 
     def raw_smtp() -> int:

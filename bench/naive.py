@@ -19,6 +19,7 @@ import psycopg2.errors
 from sqlalchemy import make_url
 
 from tasks.compose import OutgoingEmail, format_date, format_money, message_id_for, render
+from tasks.mail import message_bytes
 
 STEPS = ("REMINDED_1", "REMINDED_2", "OVERDUE")
 
@@ -36,15 +37,6 @@ UPDATE dueflow_ledger SET status = %s, subject = %s, body_text = %s, body_html =
     sent_at = CASE WHEN %s = 'sent' THEN now() END, updated_at = now()
 WHERE key = %s
 """
-
-
-def message_payload(email: OutgoingEmail, mail_from: str) -> bytes:
-    """The bytes dueflow sends for `email`, whichever builder tasks.mail has today."""
-    import tasks.mail as mail
-
-    if hasattr(mail, "message_bytes"):
-        return bytes(mail.message_bytes(email, mail_from))
-    return bytes(mail.build_message(email, mail_from).as_bytes())  # older trees
 
 
 def connect(url: str) -> Any:
@@ -137,7 +129,7 @@ class _Night:
         subject, body_text, body_html = rendered
         email = OutgoingEmail(key, recipient, subject, body_text, body_html,
                               message_id_for(key, self.mail_from))
-        payload = message_payload(email, self.mail_from)
+        payload = message_bytes(email, self.mail_from)
         status, response, error = "sent", "250", None
         try:
             smtp = smtplib.SMTP(self.mail_host, self.mail_port, timeout=30)  # a new connection per email

@@ -484,7 +484,7 @@ def deliver_figures(e: dict[str, Any]) -> list[Figure]:
         Figure("  deliver_batch.fn, 1 thread, no Prefect", e["direct_batch_seconds"], m, "emails"),
         Figure("  SmtpTransport.send only (no ledger)", e["transport_only_seconds"], m, "emails",
                note="builds each message, 1 connection"),
-        Figure("  build_message().as_bytes() only", e["build_message_seconds"], m, "emails"),
+        Figure("  message_bytes() only", e["build_message_seconds"], m, "emails"),
         Figure("  deliver_batch.fn, null transport", e["ledger_only_seconds"], m, "emails",
                note="ledger outcome writes + bookkeeping, no SMTP"),
     ]

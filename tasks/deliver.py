@@ -43,8 +43,9 @@ def deliver_batch(
     emails: Sequence[OutgoingEmail], mail: MailConfig, mail_from: str, database_url: str,
     retry_backoff: timedelta = timedelta(hours=1),
 ) -> list[Delivery]:
-    """Send a batch over one connection; each outcome goes to its ledger row at once.
-    A `failed` row may be retried by a run after `retry_backoff`, unless permanent (5xx)."""
+    """Claim the batch's rows, send them over one connection, and write each outcome to
+    its ledger row (in groups of FLUSH_EVERY, and at the end). A `failed` row may be
+    retried by a run after `retry_backoff`, unless permanent (5xx)."""
     engine = db.engine_for(database_url)
     # Claim before sending: if this batch runs again (a Dask worker lost, a task re-run),
     # the second execution finds its rows claimed and sends none of them.
