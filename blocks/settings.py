@@ -10,6 +10,8 @@ from typing import Any
 from urllib.parse import quote, urlsplit, urlunsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from tasks.core.addresses import Mailbox, parse_mailbox
+
 
 class ConfigError(ValueError):
     """A setting is missing or malformed; the message is meant for the operator."""
@@ -34,7 +36,9 @@ class Settings:
             escalation_to=env.get("DUEFLOW_ESCALATION_TO") or None,
             timezone=env.get("DUEFLOW_TIMEZONE") or defaults.timezone,
         )
-        settings.zone()  # fail early on a bad time zone
+        settings.zone()  # fail early on a bad time zone and bad addresses
+        settings.sender()
+        settings.escalation_address()
         return settings
 
     def with_blocks(self, env: Mapping[str, str] | None = None) -> Settings:
@@ -59,6 +63,22 @@ class Settings:
             return ZoneInfo(self.timezone)
         except (ZoneInfoNotFoundError, ValueError):
             raise ConfigError(f"DUEFLOW_TIMEZONE={self.timezone!r} is not a known time zone") from None
+
+    def sender(self) -> Mailbox:
+        """DUEFLOW_MAIL_FROM parsed: the envelope address and the From header's name."""
+        try:
+            return parse_mailbox(self.mail_from, "DUEFLOW_MAIL_FROM", dotted=False)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+
+    def escalation_address(self) -> str | None:
+        """DUEFLOW_ESCALATION_TO's address, or None when it is not set."""
+        if self.escalation_to is None:
+            return None
+        try:
+            return parse_mailbox(self.escalation_to, "DUEFLOW_ESCALATION_TO").address
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
 
     def today(self) -> date:
         """Today in the business time zone: the default `as_of` of a run."""

@@ -60,6 +60,8 @@ def _check_ready(settings: Settings) -> None:
     path = engine.url.database if engine.dialect.name == "sqlite" else None
     if path and path != ":memory:" and not Path(path).exists():  # connecting would create it
         raise UserError(f"the database file {path} does not exist: run `dueflow init-db` first")
+    if path:
+        _wait_for_sqlite(path, db.lock_timeout())
     try:
         problems = db.schema_problems(engine)
     except SQLAlchemyError as exc:
@@ -70,6 +72,34 @@ def _check_ready(settings: Settings) -> None:
                         " (`dueflow init-db` creates what is missing)")
 
 
+def _wait_for_sqlite(path: str, timeout: float) -> None:
+    """Say so while another process holds the SQLite file's write lock, and give up with a
+    clear error when it is not released within `timeout` seconds."""
+    import sqlite3
+    import time
+
+    deadline = time.monotonic() + timeout
+    said = False
+    while True:
+        conn = sqlite3.connect(path, timeout=min(1.0, timeout), isolation_level=None)
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute("ROLLBACK")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) and "busy" not in str(exc):
+                return  # not a lock: the readiness check reports it
+            if time.monotonic() >= deadline:
+                raise UserError(f"the database file {path} is locked by another process (waited"
+                                f" {timeout:g} s; DUEFLOW_DB_LOCK_TIMEOUT): nothing was done") from None
+            if not said:
+                print(f"dueflow: waiting for the database file {path}: another process holds its"
+                      f" write lock (up to {timeout:g} s)…", file=sys.stderr, flush=True)
+                said = True
+        finally:
+            conn.close()
+
+
 def cmd_init_db(args: argparse.Namespace, settings: Settings) -> int:
     from tasks import db
 
@@ -78,9 +108,31 @@ def cmd_init_db(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def _stop_on_interrupt() -> Callable[[], bool]:
+    """The first Ctrl-C (SIGINT, or SIGTERM) stops handing new emails to SMTP; the run then
+    records what happened and ends; a second one stops at once. Returns whether one came."""
+    import signal
+
+    from tasks.deliver import STOP
+
+    STOP.clear()
+
+    def handle(signum: int, _frame: object) -> None:
+        if STOP.is_set():
+            raise KeyboardInterrupt
+        STOP.set()
+        print("\ndueflow: stopping: no new email is handed to SMTP; recording what was sent"
+              " (press Ctrl-C again to quit at once)…", file=sys.stderr, flush=True)
+
+    signal.signal(signal.SIGINT, handle)
+    signal.signal(signal.SIGTERM, handle)
+    return STOP.is_set
+
+
 def _run_flow(settings: Settings, as_of: date | None, dry_run: bool, **params: object) -> int:
     _check_ready(settings)
     _quiet_prefect()
+    interrupted = _stop_on_interrupt()
     from flows.nightly_alerts import nightly_alerts
     from tasks.llm import OFF_NOTE
     from tasks.report import text_table
@@ -100,18 +152,41 @@ def _run_flow(settings: Settings, as_of: date | None, dry_run: bool, **params: o
         print(text_table(summary.rows))
         print()
     print(summary.headline())
-    counts = "  ".join(f"{k.replace('_', ' ')}: {v}" for k, v in summary.counts().items())
-    print(counts)
+    counts = "  ".join(f"{k.replace('_', ' ')}: {v}" for k, v in summary.counts().items() if v)
+    print(counts or "nothing was due")
     usage = summary.llm_usage()
     llm_was_on = not summary.drafts.empty and (summary.drafts["note"] != OFF_NOTE).any()
     if llm_was_on:
         print(f"Reminder paragraphs: {usage['llm']} drafted by the LLM, {usage['template']} from"
               f" templates; tokens {usage['prompt_tokens']} prompt + {usage['completion_tokens']}"
               " completion.")
-    if summary.ledger_pending or summary.ledger_failed:
-        print(f"Ledger needs attention: {summary.ledger_pending} pending, "
-              f"{summary.ledger_failed} failed (see `dueflow ledger --status pending`).")
+    for line in attention_lines(summary):
+        print(line)
+    for warning in summary.warnings:
+        print(f"Warning: {warning}")
+    if interrupted():
+        print("dueflow: interrupted: emails not handed to SMTP are sent by the next run",
+              file=sys.stderr)
+        return 130
     return 0
+
+
+def attention_lines(summary: object) -> list[str]:
+    """What in the whole ledger needs a person, each with the command that shows it."""
+    pending = getattr(summary, "ledger_pending", 0)
+    failed = getattr(summary, "ledger_failed", 0)
+    unsent = getattr(summary, "ledger_unsent", 0)
+    lines = []
+    if pending:
+        lines.append(f"Ledger needs attention: {pending} pending — handed to SMTP, outcome unknown:"
+                     " check the mail server's log, then `dueflow resolve KEY… --as sent|failed`"
+                     " (list: `dueflow ledger --status pending`).")
+    if failed:
+        lines.append(f"Ledger: {failed} failed — retried by later runs unless permanent or out of"
+                     " attempts (list: `dueflow ledger --status failed`).")
+    if unsent:
+        lines.append(f"Ledger: {unsent} never handed to SMTP — the next run sends them.")
+    return lines
 
 
 def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
@@ -158,16 +233,69 @@ def cmd_ledger(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def _keys_to_resolve(args: argparse.Namespace, engine: object) -> list[str]:
+    """The keys named on the command line, in a file (one a line; '-' is stdin), or every
+    pending row of one run that was never handed to SMTP."""
+    from tasks import db
+
+    keys = list(args.keys)
+    if args.from_file:
+        handle = sys.stdin if args.from_file == "-" else open(args.from_file, encoding="utf-8")  # noqa: SIM115
+        with handle:
+            keys += [line.strip() for line in handle if line.strip() and not line.startswith("#")]
+    if args.never_handed_by:
+        rows = db.read_frame(engine, "SELECT key FROM dueflow_ledger WHERE status = 'pending'"
+                             " AND sending_at IS NULL AND flow_run_id = :run ORDER BY key",
+                             {"run": args.never_handed_by})
+        keys += rows["key"].tolist()
+    if not keys:
+        raise UserError("name the keys to settle: KEY…, --from-file FILE, or --never-handed-by RUN_ID")
+    return list(dict.fromkeys(keys))
+
+
 def cmd_resolve(args: argparse.Namespace, settings: Settings) -> int:
     from tasks import db
 
     _check_ready(settings)
+    engine = db.engine_for(settings.database_url)
+    keys = _keys_to_resolve(args, engine)
     note = f"resolved by an operator as {args.outcome}" + (f": {args.note}" if args.note else "")
-    if not db.resolve_pending(db.engine_for(settings.database_url), args.key, args.outcome, note):
-        raise UserError(f"no pending ledger row with key {args.key!r} (see `dueflow ledger"
-                        " --status pending`)")
-    after = "it will not be sent again" if args.outcome == "sent" else "a later run may retry it"
-    print(f"{args.key}: pending → {args.outcome}; {after}.")
+    before = db.claimed_keys(engine, keys)
+    after = "it will not be sent again" if args.outcome == "sent" else "a later run sends it again"
+    refused = 0
+    for key in keys:
+        state = before.get(key)
+        if state is None or state not in ("claimed", "unclaimed"):
+            print(f"{key}: not pending ({state or 'not in the ledger'}): left as it is", file=sys.stderr)
+            refused += 1
+        elif state == "unclaimed" and args.outcome == "sent":
+            print(f"{key}: never handed to SMTP, so it cannot have been sent: left pending"
+                  " (the next run sends it)", file=sys.stderr)
+            refused += 1
+        elif db.resolve_pending(engine, key, args.outcome, note):
+            print(f"{key}: pending → {args.outcome}; {after}.")
+        else:
+            print(f"{key}: changed meanwhile: left as it is", file=sys.stderr)
+            refused += 1
+    if refused:
+        raise UserError(f"{refused} of {len(keys)} key(s) not settled (see above; `dueflow ledger"
+                        " --status pending` lists what can be)")
+    return 0
+
+
+def cmd_quarantine(args: argparse.Namespace, settings: Settings) -> int:
+    from tasks import db
+
+    _check_ready(settings)
+    frame = db.quarantine_rows(db.engine_for(settings.database_url), args.job)
+    if args.json:
+        for record in frame.astype(object).where(frame.notna(), None).to_dict("records"):
+            print(json.dumps(record, default=str, ensure_ascii=False))
+        return 0
+    if frame.empty:
+        print("No quarantined rows.")
+        return 0
+    print(frame.drop(columns=["flow_run_id"]).to_string(index=False))
     return 0
 
 
@@ -207,6 +335,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, Settings], int]] = {
     "invoices": cmd_invoices,
     "resolve": cmd_resolve,
     "adopt": cmd_adopt,
+    "quarantine": cmd_quarantine,
 }
 
 
@@ -227,13 +356,20 @@ def parser() -> argparse.ArgumentParser:
     adopt.add_argument("--dry-run", action="store_true", help="show what would be adopted")
     sub.add_parser("demo", help="load sample data and run the flow on it")
     ledger = sub.add_parser("ledger", help="list ledger rows")
-    ledger.add_argument("--status", choices=["pending", "sent", "failed"])
+    ledger.add_argument("--status", choices=["pending", "sent", "failed", "adopted"])
     ledger.add_argument("--json", action="store_true", help="JSON lines instead of a table")
-    resolve = sub.add_parser("resolve", help="settle a pending row after checking the mailbox")
-    resolve.add_argument("key", help="the ledger key, e.g. renewal/c-42/2027-03-01/30d")
+    resolve = sub.add_parser("resolve", help="settle pending rows after checking the mail server's log")
+    resolve.add_argument("keys", nargs="*", metavar="KEY",
+                         help="ledger keys, e.g. renewal/c-42/2027-03-01/30d")
+    resolve.add_argument("--from-file", metavar="FILE", help="more keys, one a line ('-': stdin)")
+    resolve.add_argument("--never-handed-by", metavar="RUN_ID",
+                         help="every pending row of this flow run that was never handed to SMTP")
     resolve.add_argument("--as", dest="outcome", choices=["sent", "failed"], required=True,
-                         help="sent: it was delivered; failed: it was not (a later run retries it)")
+                         help="sent: it was delivered; failed: it was not (a later run sends it)")
     resolve.add_argument("--note", help="why, for the ledger")
+    quarantine = sub.add_parser("quarantine", help="list the source rows that were quarantined")
+    quarantine.add_argument("--job", choices=["renewal", "dunning"])
+    quarantine.add_argument("--json", action="store_true", help="JSON lines instead of a table")
     invoices = sub.add_parser("invoices", help="each invoice's dunning state, or one's history")
     invoices.add_argument("--id", help="show the dunning history of this invoice")
     invoices.add_argument("--json", action="store_true", help="JSON lines instead of a table")

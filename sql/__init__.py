@@ -1,11 +1,35 @@
-"""The SQL that carries dueflow's guarantees, kept as plain files readable on their own."""
+"""The SQL that carries dueflow's guarantees, kept as plain files readable on their own.
 
+A condition that several statements share lives once in `fragments/` and is pulled in
+with a `/*include NAME*/` marker, so the two dialects and every statement that re-checks
+it cannot drift apart.
+"""
+
+import re
 from functools import cache
 from importlib.resources import files
+
+_INCLUDE = re.compile(r"/\*include (\w+)\*/")
+
+
+def _read(path: str, name: str, dialect: str | None) -> str:
+    folder = files(__package__).joinpath(path) if path else files(__package__)
+    if dialect and (specific := folder.joinpath(f"{name}.{dialect}.sql")).is_file():
+        return specific.read_text(encoding="utf-8")
+    return folder.joinpath(f"{name}.sql").read_text(encoding="utf-8")
+
+
+def _expand(text: str, dialect: str | None) -> str:
+    def fragment(match: re.Match[str]) -> str:
+        body = _read("fragments", match.group(1), dialect)
+        lines = [line for line in body.splitlines() if not line.lstrip().startswith("--")]
+        return "(" + _expand("\n".join(lines).strip(), dialect) + ")"
+
+    return _INCLUDE.sub(fragment, text)
 
 
 @cache
 def statement(name: str, dialect: str | None = None) -> str:
-    """Text of `sql/<name>.sql`, or of `sql/<name>.<dialect>.sql` when a dialect is given."""
-    filename = f"{name}.{dialect}.sql" if dialect else f"{name}.sql"
-    return files(__package__).joinpath(filename).read_text(encoding="utf-8")
+    """Text of `sql/<name>.<dialect>.sql` (or `sql/<name>.sql` when there is no dialect
+    flavour), with its fragments included."""
+    return _expand(_read("", name, dialect), dialect)

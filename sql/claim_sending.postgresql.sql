@@ -1,7 +1,12 @@
--- A delivery batch claims its rows just before sending (G1 when a task is re-run):
--- only pending rows of the current attempt that no batch claimed yet. A second
--- execution of the same batch finds them claimed and sends nothing.
+-- A delivery claims a group of rows just before handing them to SMTP, and sends exactly
+-- what this returns: the message stored on the row (G2, G7). Only pending rows with a
+-- stored message that no delivery claimed yet; `:token` names this delivery, so a retry
+-- after a lost acknowledgement gets its own claims back while a second execution of the
+-- same batch gets nothing. The attempt is counted here, dated by the claiming run.
 UPDATE dueflow_ledger
-SET sending_at = CURRENT_TIMESTAMP
-WHERE key = ANY(CAST(:keys AS text[])) AND status = 'pending' AND sending_at IS NULL
-RETURNING key
+SET sending_at = CURRENT_TIMESTAMP, attempt_as_of = CAST(:as_of AS date),
+    attempts = attempts + CASE WHEN claim_token = :token THEN 0 ELSE 1 END,
+    claim_token = :token, updated_at = CURRENT_TIMESTAMP
+WHERE key = ANY(CAST(:keys AS text[])) AND status = 'pending' AND body_text IS NOT NULL
+  AND (sending_at IS NULL OR claim_token = :token)
+RETURNING key, recipient, subject, body_text, body_html, message_id

@@ -1,7 +1,8 @@
--- A delivery batch claims its rows just before sending (G1 when a task is re-run):
--- only pending rows of the current attempt that no batch claimed yet. A second
--- execution of the same batch finds them claimed and sends nothing.
+-- SQLite flavour of claim_sending.postgresql.sql (same conditions).
 UPDATE dueflow_ledger
-SET sending_at = CURRENT_TIMESTAMP
-WHERE key IN (SELECT value FROM json_each(:keys)) AND status = 'pending' AND sending_at IS NULL
-RETURNING key
+SET sending_at = CURRENT_TIMESTAMP, attempt_as_of = :as_of,
+    attempts = attempts + CASE WHEN claim_token = :token THEN 0 ELSE 1 END,
+    claim_token = :token, updated_at = CURRENT_TIMESTAMP
+WHERE key IN (SELECT value FROM json_each(:keys)) AND status = 'pending' AND body_text IS NOT NULL
+  AND (sending_at IS NULL OR claim_token = :token)
+RETURNING key, recipient, subject, body_text, body_html, message_id

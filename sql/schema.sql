@@ -1,5 +1,7 @@
 -- Source tables (public contract, DESIGN.md) and dueflow's own ledger, for SQLite and
 -- PostgreSQL alike. Every statement is idempotent: `dueflow init-db` may run any number of times.
+-- On SQLite, init-db declares the `numeric` columns as `text`: SQLite's NUMERIC affinity
+-- would store 123456789012345678.99 as a 64-bit number and lose its last digits.
 
 CREATE TABLE IF NOT EXISTS contracts (
     id            text PRIMARY KEY,
@@ -67,7 +69,13 @@ CREATE TABLE IF NOT EXISTS dueflow_ledger (
     -- When a delivery batch claimed this attempt, just before sending it. A batch sends
     -- only rows it claimed, so a batch run twice (Dask or Prefect re-running a task)
     -- never sends twice; a pending row with no claim was surely never handed to SMTP.
-    sending_at     timestamptz
+    sending_at     timestamptz,
+    -- The delivery that claimed it (sending_at): only that delivery records its outcome,
+    -- and a retry after a lost acknowledgement gets back its own claims.
+    claim_token    text,
+    -- Business date of the run of the latest attempt: a dunning step is dated by the run
+    -- that got it out (DESIGN.md), which may be a later run than the one that reserved it.
+    attempt_as_of  date
 );
 -- One index per job, each partial: a reservation writes the heap, the primary key,
 -- ONE of these two and the open-keys index, and every status change rewrites entries

@@ -1,8 +1,6 @@
--- Write a rendered message onto the row this run reserved, before it is sent (G2).
--- Only 'pending' rows are touched: a row settled meanwhile keeps what was sent.
+-- SQLite flavour of store_messages.postgresql.sql: the first message stored on a row stays.
 UPDATE dueflow_ledger
 SET recipient = :recipient, subject = :subject, body_text = :body_text,
     body_html = :body_html, message_id = :message_id,
-    draft_source = :draft_source, draft_note = :draft_note,
-    attempts = attempts + 1, updated_at = CURRENT_TIMESTAMP
-WHERE key = :key AND status = 'pending'
+    draft_source = :draft_source, draft_note = :draft_note, updated_at = CURRENT_TIMESTAMP
+WHERE key = :key AND status = 'pending' AND sending_at IS NULL AND body_text IS NULL

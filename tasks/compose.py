@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass
 from datetime import date
 from functools import cache
 from typing import Any
@@ -12,7 +10,15 @@ from typing import Any
 import pandas as pd
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 
+from tasks.core.addresses import Mailbox
+from tasks.core.keys import DunningStep
+from tasks.core.message import OutgoingEmail, message_id_for
+from tasks.core.money import format_money
+from tasks.core.statuses import LedgerStatus
+from tasks.core.text import clean_line
+
 LOCALES = ("en", "es")
+SUBJECT_LIMIT = 250  # characters: a subject is read in a list, and data can be very long
 
 _MONTHS = {
     "en": ("January", "February", "March", "April", "May", "June", "July", "August",
@@ -20,23 +26,6 @@ _MONTHS = {
     "es": ("enero", "febrero", "marzo", "abril", "mayo", "junio", "julio", "agosto",
            "septiembre", "octubre", "noviembre", "diciembre"),
 }
-
-
-@dataclass(frozen=True)
-class OutgoingEmail:
-    """One rendered email, exactly as stored on its ledger row and sent."""
-
-    key: str
-    recipient: str
-    subject: str
-    body_text: str
-    body_html: str
-    message_id: str
-    draft_source: str | None = None  # dunning reminders: 'llm' or 'template' paragraph
-    draft_note: str | None = None  # why the template was used, or the model's tone
-
-    def as_row(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 @cache
@@ -47,24 +36,6 @@ def _templates() -> Environment:
         undefined=StrictUndefined,
         keep_trailing_newline=True,
     )
-
-
-def header_safe(value: str) -> str:
-    """A header value on one line: CR, LF and other line breaks become spaces."""
-    return " ".join(str(value).split())
-
-
-def message_id_for(key: str, mail_from: str) -> str:
-    """Deterministic Message-ID: the same key always yields the same id."""
-    domain = header_safe(mail_from).rpartition("@")[2].strip("<> ") or "dueflow.invalid"
-    return f"<{hashlib.sha256(key.encode()).hexdigest()[:32]}@{domain}>"
-
-
-def format_money(amount: float, currency: str, locale: str) -> str:
-    text = f"{amount:,.2f}"
-    if locale == "es":
-        text = text.replace(",", " ").replace(".", ",").replace(" ", ".")
-    return f"{text} {currency}"
 
 
 def format_date(day: date | None, locale: str) -> str:
@@ -82,7 +53,7 @@ def render(kind: str, locale: str, context: dict[str, Any]) -> tuple[str, str, s
     subject = env.get_template(f"{kind}.{locale}.subject").render(context)
     text = env.get_template(f"{kind}.{locale}.txt").render(context)
     html = env.get_template(f"{kind}.{locale}.html").render(context)
-    return header_safe(subject), text, html
+    return clean_line(subject, SUBJECT_LIMIT), text, html
 
 
 Composed = tuple[list[OutgoingEmail], list[tuple[str, str]]]
@@ -99,21 +70,21 @@ def compose_each(due: pd.DataFrame, render_one: Callable[[Any], OutgoingEmail]) 
     return emails, failures
 
 
-def _email(row: Any, mail_from: str, rendered: tuple[str, str, str], draft: Any = None) -> OutgoingEmail:
+def _email(row: Any, sender: Mailbox, rendered: tuple[str, str, str], draft: Any = None) -> OutgoingEmail:
     subject, text, html = rendered
     return OutgoingEmail(
         key=row.key,
-        recipient=header_safe(row.recipient),
+        recipient=str(row.recipient),
         subject=subject,
         body_text=text,
         body_html=html,
-        message_id=message_id_for(row.key, mail_from),
+        message_id=message_id_for(row.key, sender),
         draft_source=draft.source if draft else None,
         draft_note=(draft.note or (f"tone: {draft.tone}" if draft.tone else None)) if draft else None,
     )
 
 
-def compose_renewal_alerts(due: pd.DataFrame, locale: str, mail_from: str) -> Composed:
+def compose_renewal_alerts(due: pd.DataFrame, locale: str, sender: Mailbox) -> Composed:
     """Render the renewal alert of each row of `due` (rows from `due_renewal_alerts`)."""
 
     def render_one(row: Any) -> OutgoingEmail:
@@ -121,21 +92,26 @@ def compose_renewal_alerts(due: pd.DataFrame, locale: str, mail_from: str) -> Co
             "key": row.key,
             "vendor": row.vendor,
             "title": row.title,
-            "amount": format_money(float(row.amount), row.currency, locale),
+            "amount": format_money(row.amount, row.currency, locale),
             "renewal_date": format_date(row.renewal_date, locale),
             "days_left": int(row.days_left),
             "lead": int(row.step_rank),
         }
-        return _email(row, mail_from, render("renewal", locale, context))
+        return _email(row, sender, render("renewal", locale, context))
 
     return compose_each(due, render_one)
 
 
 def reminder_history(history: pd.DataFrame) -> dict[str, list[dict[str, str]]]:
-    """Per invoice, its reserved dunning steps in order: step, as_of, status."""
+    """Per invoice, its dunning steps in order: step, date (of the run that got it out, or
+    that reserved it while it is not out) and status."""
     ordered = history.sort_values(["subject_id", "step_rank"])
+    attempted = (ordered["attempt_as_of"] if "attempt_as_of" in ordered
+                 else pd.Series(pd.NA, index=ordered.index))
+    dates = attempted.astype("string").fillna(ordered["as_of"].astype("string")).str.slice(0, 10)
+    ordered = ordered.assign(step_date=dates)
     return {
-        str(invoice): [{"step": str(r.step), "as_of": str(r.as_of), "status": str(r.status)}
+        str(invoice): [{"step": str(r.step), "as_of": str(r.step_date), "status": str(r.status)}
                        for r in rows.itertuples(index=False)]
         for invoice, rows in ordered.groupby("subject_id", sort=False)
     }
@@ -144,7 +120,7 @@ def reminder_history(history: pd.DataFrame) -> dict[str, list[dict[str, str]]]:
 def compose_dunning_emails(
     due: pd.DataFrame,
     history: pd.DataFrame,
-    mail_from: str,
+    sender: Mailbox,
     drafts: Mapping[str, Any] | None = None,
 ) -> Composed:
     """Reminders to the client in their locale, or the OVERDUE escalation (in English)
@@ -158,25 +134,29 @@ def compose_dunning_emails(
     drafts = drafts or {}
 
     def render_one(row: Any) -> OutgoingEmail:
-        invoice_steps = steps.get(row.subject_id, [])
-        locale = "en" if row.step == "OVERDUE" else row.locale
+        # Only steps that went out are earlier steps of this one: no email refers to a
+        # reminder that was not sent (the hold rule makes them sent or adopted).
+        invoice_steps = [s for s in steps.get(row.subject_id, []) if int(
+            DunningStep(s["step"]).rank) < int(row.step_rank)]
+        sent_steps = [s for s in invoice_steps if s["status"] == LedgerStatus.SENT]
+        locale = "en" if row.step == DunningStep.OVERDUE else row.locale
         context = {
             "key": row.key,
             "step": row.step,
             "invoice_id": row.subject_id,
             "number": row.number,
-            "amount": format_money(float(row.amount), row.currency, locale),
+            "amount": format_money(row.amount, row.currency, locale),
             "issue_date": format_date(row.issue_date, locale),
             "due_date": format_date(row.due_date, locale),
             "client_id": row.client_id,
             "client_name": row.client_name,
             "client_email": row.client_email,
             "history": invoice_steps,
-            "previous_date": format_date(
-                date.fromisoformat(invoice_steps[-1]["as_of"]) if invoice_steps else None, locale),
+            "previous_date": format_date(date.fromisoformat(sent_steps[-1]["as_of"]), locale)
+            if sent_steps else "",
             "paragraph": draft.paragraph if (draft := drafts.get(row.key)) else "",
         }
-        kind = "escalation" if row.step == "OVERDUE" else "dunning"
-        return _email(row, mail_from, render(kind, locale, context), draft)
+        kind = "escalation" if row.step == DunningStep.OVERDUE else "dunning"
+        return _email(row, sender, render(kind, locale, context), draft)
 
     return compose_each(due, render_one)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, date, datetime
@@ -16,14 +17,29 @@ from typing import Any
 
 import pandas as pd
 from sqlalchemy import Engine, bindparam, create_engine, event, inspect, make_url, text
-from sqlalchemy.exc import ArgumentError, NoSuchModuleError
+from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError
 
 from blocks.settings import ConfigError
 from sql import statement
+from tasks.core.message import OutgoingEmail
+from tasks.core.statuses import SendResult
 
 # What a job hands to `reserve`: the ledger row to insert, plus `previous_by`, the
 # latest as_of the previous step may carry for this step to be due (dunning only).
 CANDIDATE_COLUMNS = ("key", "subject_id", "cycle", "step", "step_rank", "recipient", "previous_by")
+
+
+def lock_timeout() -> float:
+    """Seconds to wait for a SQLite database another process is writing to
+    (DUEFLOW_DB_LOCK_TIMEOUT, default 60)."""
+    raw = os.environ.get("DUEFLOW_DB_LOCK_TIMEOUT", "").strip()
+    try:
+        value = float(raw) if raw else 60.0
+    except ValueError:
+        raise ConfigError(f"DUEFLOW_DB_LOCK_TIMEOUT={raw!r} is not a number of seconds") from None
+    if value <= 0:
+        raise ConfigError(f"DUEFLOW_DB_LOCK_TIMEOUT={raw!r} must be a positive number of seconds")
+    return value
 
 
 @cache
@@ -35,13 +51,21 @@ def engine_for(url: str) -> Engine:
             # SQLAlchemy 2.1 defaults to psycopg 3; dueflow ships psycopg2.
             parsed = parsed.set(drivername="postgresql+psycopg2")
         if parsed.get_backend_name() == "sqlite":
-            engine = create_engine(parsed, connect_args={"timeout": 60})
+            engine = create_engine(parsed, connect_args={"timeout": lock_timeout()})
             _configure_sqlite(engine)
         else:
-            engine = create_engine(parsed, pool_pre_ping=True, pool_size=8, max_overflow=8)
+            # application_name: an operator sees dueflow's sessions in pg_stat_activity.
+            engine = create_engine(parsed, pool_pre_ping=True, pool_size=8, max_overflow=8,
+                                   connect_args={"application_name": "dueflow"})
     except (ArgumentError, NoSuchModuleError, ValueError, ImportError) as exc:
         raise ConfigError(f"DUEFLOW_DATABASE_URL is not a usable database URL: {exc}") from None
     return engine
+
+
+def _surrogate_text(data: bytes) -> str:
+    # Text that is not UTF-8 arrives as surrogate escapes instead of stopping the query
+    # (G6): the decide functions quarantine the row that holds it.
+    return data.decode("utf-8", "surrogateescape")
 
 
 def _configure_sqlite(engine: Engine) -> None:
@@ -50,10 +74,11 @@ def _configure_sqlite(engine: Engine) -> None:
     @event.listens_for(engine, "connect")
     def _connect(dbapi_connection: Any, _record: Any) -> None:
         dbapi_connection.isolation_level = None
+        dbapi_connection.text_factory = _surrogate_text
         cursor = dbapi_connection.cursor()
         cursor.execute("PRAGMA journal_mode=WAL")
         cursor.execute("PRAGMA synchronous=NORMAL")
-        cursor.execute("PRAGMA busy_timeout=60000")
+        cursor.execute(f"PRAGMA busy_timeout={int(lock_timeout() * 1000)}")
         cursor.close()
 
     @event.listens_for(engine, "begin")
@@ -61,18 +86,34 @@ def _configure_sqlite(engine: Engine) -> None:
         connection.exec_driver_sql("BEGIN IMMEDIATE")
 
 
+def transient(exc: BaseException) -> bool:
+    """A database error that another attempt may not meet: the connection was lost (the
+    server restarted, a session was terminated) or SQLite's write lock was busy."""
+    if not isinstance(exc, DBAPIError):
+        return False
+    if exc.connection_invalidated:
+        return True
+    message = str(exc.orig).lower()
+    return any(part in message for part in (
+        "database is locked", "server closed the connection", "terminating connection",
+        "connection already closed", "could not connect", "connection refused", "ssl syscall",
+        "connection timed out", "no connection to the server"))
+
+
 def dialect(engine: Engine) -> str:
     return "postgresql" if engine.dialect.name == "postgresql" else "sqlite"
 
 
 # Ledger columns added after the first release: init_db adds them to an existing ledger.
-LEDGER_ADDED_COLUMNS = {"sending_at": "timestamptz"}
+LEDGER_ADDED_COLUMNS = {"sending_at": "timestamptz", "claim_token": "text", "attempt_as_of": "date"}
 
 
 def init_db(engine: Engine) -> None:
     """Create the source tables and the ledger if they are missing, and add ledger
     columns newer than the ledger (idempotent)."""
     script = re.sub(r"--[^\n]*", "", statement("schema"))  # the schema has no '--' in literals
+    if dialect(engine) == "sqlite":  # keep every digit of an amount (see sql/schema.sql)
+        script = re.sub(r"\bnumeric\b", "text", script)
     with engine.begin() as conn:
         for ddl in filter(None, (part.strip() for part in script.split(";"))):
             conn.exec_driver_sql(ddl)
@@ -184,7 +225,7 @@ def reserve(
             )
             conn.exec_driver_sql("DELETE FROM candidate")
             conn.exec_driver_sql(
-                "INSERT INTO candidate VALUES (?, ?, ?, ?, ?, ?, ?)",
+                "INSERT OR IGNORE INTO candidate VALUES (?, ?, ?, ?, ?, ?, ?)",
                 list(zip(*columns.values(), strict=True)),
             )
             rows = conn.execute(text(statement(RESERVE_STATEMENT[job], "sqlite")), params)
@@ -201,7 +242,8 @@ STORE_CHUNK = 5_000  # messages per statement: keeps each set of array literals 
 
 
 def store_messages(engine: Engine, messages: Sequence[Mapping[str, Any]]) -> None:
-    """Write the rendered messages onto their reserved rows before any is sent (G2)."""
+    """Write the rendered messages onto their reserved rows before any is sent (G2). The
+    first message stored on a row stays (see sql/store_messages)."""
     if not messages:
         return
     rows = [{"draft_source": None, "draft_note": None} | dict(m) for m in messages]
@@ -217,16 +259,51 @@ def store_messages(engine: Engine, messages: Sequence[Mapping[str, Any]]) -> Non
                                   for param, field in STORE_ARRAYS.items()})
 
 
-def claim_sending(engine: Engine, keys: Sequence[str]) -> set[str]:
-    """Claim pending rows for one delivery, just before it sends; returns the keys it
-    may send. A batch executed twice gets nothing the second time."""
-    if not keys:
-        return set()
+def _key_list(engine: Engine, keys: Sequence[str]) -> str:
+    """A list of keys as one parameter: an array literal (PostgreSQL) or JSON (SQLite)."""
+    return pg_array(keys) if dialect(engine) == "postgresql" else json.dumps(list(keys))
+
+
+def utc_stamp(moment: datetime) -> str:
+    """One text form for timestamps dueflow compares itself (both backends)."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S+00:00")
+
+
+def outcome_row(key: str, result: SendResult, retry_after: datetime | None = None) -> dict[str, Any]:
+    """Parameters of sql/record_outcome for one send: `sent`, `failed` (retryable after
+    `retry_after` unless permanent), or still `pending` with the error."""
+    return {"key": key, "status": str(result.status), "smtp_response": result.smtp_response,
+            "error": result.error, "permanent": result.permanent,
+            "retry_after": utc_stamp(retry_after) if retry_after and not result.permanent else None}
+
+
+def settle(
+    engine: Engine,
+    token: str,
+    as_of: date,
+    outcomes: Sequence[Mapping[str, Any]] = (),
+    release: Sequence[str] = (),
+    claim: Sequence[str] = (),
+) -> list[OutgoingEmail]:
+    """One transaction of a delivery: record the outcomes of what it sent, release the
+    claims it will not send, and claim the next group — whose stored messages it returns,
+    exactly what it may send. Every part is safe to run again after a lost
+    acknowledgement: outcomes and releases only touch this delivery's own claims, and a
+    claim gives back the rows this delivery already claimed."""
     engine_dialect = dialect(engine)
-    values = pg_array(keys) if engine_dialect == "postgresql" else json.dumps(list(keys))
     with engine.begin() as conn:
-        rows = conn.execute(text(statement("claim_sending", engine_dialect)), {"keys": values})
-        return {row[0] for row in rows}
+        if outcomes:
+            conn.execute(text(statement("record_outcome")), [dict(o) | {"token": token} for o in outcomes])
+        if release:
+            conn.execute(text(statement("release_claims", engine_dialect)),
+                         {"keys": _key_list(engine, release), "token": token})
+        if not claim:
+            return []
+        rows = conn.execute(text(statement("claim_sending", engine_dialect)),
+                            {"keys": _key_list(engine, claim), "token": token, "as_of": as_of.isoformat()})
+        claimed = {row.key: OutgoingEmail(row.key, row.recipient, row.subject, row.body_text,
+                                          row.body_html, row.message_id) for row in rows}
+    return [claimed[key] for key in claim if key in claimed]
 
 
 def ledger_status(engine: Engine, keys: Sequence[str]) -> dict[str, str]:
@@ -239,70 +316,65 @@ def ledger_status(engine: Engine, keys: Sequence[str]) -> dict[str, str]:
         return {key: status for key, status in rows}
 
 
-RECORD_OUTCOME = text(
-    """
-    UPDATE dueflow_ledger
-    SET status = :status, smtp_response = :smtp_response, error = :error,
-        permanent = :permanent, retry_after = :retry_after,
-        sent_at = CASE WHEN :status = 'sent' THEN CURRENT_TIMESTAMP ELSE sent_at END,
-        updated_at = CURRENT_TIMESTAMP
-    WHERE key = :key AND status = 'pending'
-    """
-)
+def claimed_keys(engine: Engine, keys: Sequence[str]) -> dict[str, str]:
+    """Per key: 'unclaimed' (pending, never handed to SMTP), 'claimed' (pending, may have
+    left), or its settled status."""
+    if not keys:
+        return {}
+    with engine.connect() as conn:
+        rows = conn.execute(text("SELECT key, status, sending_at FROM dueflow_ledger WHERE key IN :keys")
+                            .bindparams(bindparam("keys", expanding=True)), {"keys": list(keys)})
+        return {key: (status if status != "pending" else "claimed" if sending_at else "unclaimed")
+                for key, status, sending_at in rows}
 
 
-def utc_stamp(moment: datetime) -> str:
-    """One text form for timestamps dueflow compares itself (both backends)."""
-    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S+00:00")
-
-
-def outcome_row(
-    key: str,
-    status: str,
-    smtp_response: str | None,
-    error: str | None,
-    *,
-    permanent: bool = False,
-    retry_after: datetime | None = None,
-) -> dict[str, Any]:
-    """Parameters of RECORD_OUTCOME for one send: `sent`, `failed` (retryable after
-    `retry_after` unless `permanent`), or still `pending` with the error."""
-    return {"key": key, "status": status, "smtp_response": smtp_response, "error": error,
-            "permanent": permanent,
-            "retry_after": utc_stamp(retry_after) if retry_after and not permanent else None}
-
-
-def record_outcomes(engine: Engine, outcomes: Sequence[Mapping[str, Any]]) -> None:
-    """Settle rows after their sends, in one transaction (rows built by `outcome_row`)."""
-    if outcomes:
+def record_unrendered(engine: Engine, failures: Sequence[tuple[str, str]]) -> None:
+    """Reserved rows whose message could not be rendered: known not sent (`failed`)."""
+    if failures:
         with engine.begin() as conn:
-            conn.execute(RECORD_OUTCOME, [dict(o) for o in outcomes])
+            conn.execute(text(statement("record_unrendered")),
+                         [{"key": key, "error": error} for key, error in failures])
 
 
-def claim_retries(
-    engine: Engine, as_of: date, flow_run_id: str | None, max_attempts: int
-) -> pd.DataFrame:
-    """Atomically claim the failed rows due for another attempt; returns their stored
-    messages (key, job, recipient, subject, body_text, body_html, message_id)."""
+def requeue_failed(engine: Engine, as_of: date, flow_run_id: str | None, max_attempts: int) -> list[str]:
+    """Failed rows due for another attempt, back to pending (unclaimed), atomically."""
     params = {"as_of": as_of.isoformat(), "flow_run_id": flow_run_id,
               "max_attempts": max_attempts, "now": utc_stamp(datetime.now(UTC))}
     with engine.begin() as conn:
-        result = conn.execute(text(statement("claim_retries", dialect(engine))), params)
-        return pd.DataFrame(result.fetchall(), columns=list(result.keys()))
+        return [row[0] for row in conn.execute(text(statement("requeue_failed", dialect(engine))), params)]
+
+
+def withdraw_unsent(engine: Engine, as_of: date) -> list[str]:
+    """Unclaimed pending rows no longer meant to go out become `failed` (known not sent)."""
+    with engine.begin() as conn:
+        return [row[0] for row in conn.execute(text(statement("withdraw_unsent", dialect(engine))),
+                                               {"as_of": as_of.isoformat()})]
+
+
+def unsent_rows(engine: Engine) -> pd.DataFrame:
+    """Pending rows no delivery claimed: surely never handed to SMTP (sql/unsent)."""
+    frame = read_frame(engine, statement("unsent"), {})
+    return frame.assign(stored=frame["stored"].astype(bool))
+
+
+def rows_by_id(engine: Engine, name: str, ids: Sequence[str]) -> pd.DataFrame:
+    """The source rows with these ids, through sql/<name> (contracts_by_id, …)."""
+    return extract_frame(engine, statement(name, dialect(engine)), {"ids": _key_list(engine, ids)})
+
+
+def open_keys(engine: Engine) -> dict[str, str]:
+    """Every pending or failed key of the ledger with its status (few, and indexed)."""
+    frame = read_frame(engine, "SELECT key, status FROM dueflow_ledger"
+                               " WHERE status IN ('pending', 'failed')", {})
+    return dict(zip(frame["key"], frame["status"], strict=True))
 
 
 def resolve_pending(engine: Engine, key: str, outcome: str, note: str) -> bool:
-    """An operator settles a pending row: `sent`, or `failed` (then retryable)."""
+    """An operator settles a pending row: `sent` (only one that was handed to SMTP), or
+    `failed` (a later run sends it again)."""
     with engine.begin() as conn:
-        result = conn.execute(
-            text(
-                "UPDATE dueflow_ledger SET status = :outcome, error = :note, permanent = false,"
-                " retry_after = NULL, updated_at = CURRENT_TIMESTAMP,"
-                " sent_at = CASE WHEN :outcome = 'sent' THEN CURRENT_TIMESTAMP ELSE sent_at END"
-                " WHERE key = :key AND status = 'pending'"
-            ),
-            {"key": key, "outcome": outcome, "note": note},
-        )
+        result = conn.execute(text(statement("resolve_pending")),
+                              {"key": key, "outcome": outcome, "note": note})
         return result.rowcount == 1
 
 
@@ -313,7 +385,8 @@ REQUIRED_COLUMNS = {
     "clients": {"id", "name", "email", "locale", "notes", "dunning_paused"},
     "invoices": {"id", "client_id", "number", "amount", "currency", "status", "sent_at",
                  "due_date", "paid_at"},
-    "dueflow_ledger": {"key", "status", "permanent", "retry_after", "draft_source", "sending_at"},
+    "dueflow_ledger": {"key", "status", "permanent", "retry_after", "draft_source", "sending_at",
+                       "claim_token", "attempt_as_of"},
     "dueflow_quarantine": {"job", "source_id", "reason"},
 }
 
@@ -331,30 +404,32 @@ def schema_problems(engine: Engine) -> list[str]:
     return problems
 
 
-QUARANTINE = text(
-    """
-    INSERT INTO dueflow_quarantine (job, source_id, reason, first_as_of, last_as_of, flow_run_id)
-    VALUES (:job, :source_id, :reason, :as_of, :as_of, :flow_run_id)
-    ON CONFLICT (job, source_id, reason) DO UPDATE
-    SET last_as_of = excluded.last_as_of, flow_run_id = excluded.flow_run_id,
-        times_seen = dueflow_quarantine.times_seen + 1
-    """
-)
-
-
 def quarantine(
     engine: Engine, job: str, rows: pd.DataFrame, as_of: date, flow_run_id: str | None
 ) -> None:
     """Keep bad rows with their reason (G6), one row per (job, source row, reason)."""
     if rows.empty:
         return
+    unique = rows.drop_duplicates(["source_id", "reason"])  # one statement may not hit a row twice
     params = [
         {"job": job, "source_id": str(source_id), "reason": reason,
          "as_of": as_of.isoformat(), "flow_run_id": flow_run_id}
-        for source_id, reason in zip(rows["source_id"], rows["reason"], strict=True)
+        for source_id, reason in zip(unique["source_id"], unique["reason"], strict=True)
     ]
     with engine.begin() as conn:
-        conn.execute(QUARANTINE, params)
+        conn.execute(text(statement("quarantine")), params)
+
+
+def quarantine_rows(engine: Engine, job: str | None = None) -> pd.DataFrame:
+    """The quarantine table, most recently seen first."""
+    sql = ("SELECT job, source_id, reason, first_as_of, last_as_of, times_seen, flow_run_id"
+           " FROM dueflow_quarantine")
+    params = {}
+    if job:
+        sql += " WHERE job = :job"
+        params["job"] = job
+    frame = read_frame(engine, sql + " ORDER BY last_as_of DESC, job, source_id, reason", params)
+    return frame.astype({"first_as_of": str, "last_as_of": str})
 
 
 LEDGER_COLUMNS = (
@@ -386,12 +461,16 @@ def unsettled_rows(engine: Engine, limit: int = 50) -> pd.DataFrame:
 
 
 def unsettled_counts(engine: Engine) -> dict[str, int]:
-    """How many rows in the whole ledger are still pending or failed."""
+    """How many rows of the whole ledger are in doubt (`pending`, handed to SMTP), `failed`,
+    or never handed to SMTP (`unsent`: pending without a claim, sent by the next run)."""
     frame = read_frame(
         engine,
-        "SELECT status, COUNT(*) AS n FROM dueflow_ledger WHERE status IN ('pending', 'failed')"
-        " GROUP BY status",
+        "SELECT status, CASE WHEN status = 'pending' AND sending_at IS NULL THEN 1 ELSE 0 END"
+        " AS unsent, COUNT(*) AS n FROM dueflow_ledger WHERE status IN ('pending', 'failed')"
+        " GROUP BY status, CASE WHEN status = 'pending' AND sending_at IS NULL THEN 1 ELSE 0 END",
         {},
     )
-    counts = dict(zip(frame["status"], frame["n"], strict=True))
-    return {"pending": int(counts.get("pending", 0)), "failed": int(counts.get("failed", 0))}
+    counts = {"pending": 0, "failed": 0, "unsent": 0}
+    for status, unsent, n in frame.itertuples(index=False):
+        counts["unsent" if int(unsent) else str(status)] += int(n)
+    return counts

@@ -1,108 +1,278 @@
-"""Deliver: send the winners in batches, each batch over one reused connection.
+"""Deliver: send reserved keys in batches, each batch over one reused connection.
 
-A Prefect task per email costs milliseconds of orchestration; a task per batch
-keeps Prefect's view of the work (one task run per batch, retries visible) while
-the per-email overhead stays small next to SMTP itself. Outcomes are written to
-their ledger rows in small groups (every FLUSH_EVERY emails or FLUSH_SECONDS, and
-when the batch ends or fails): one commit per email would cost as much as the SMTP
-conversation. A process killed between a send and its flush leaves those rows
-`pending` — visible and never resent, exactly as G3 asks. Each batch claims its rows
-(`sending_at`) before its first send, so a batch executed twice sends nothing twice.
+A Prefect task per email costs milliseconds of orchestration; a task per batch keeps
+Prefect's view of the work while the per-email overhead stays small next to SMTP.
+
+Within a batch, emails go out in small groups, and one ledger transaction per group both
+records the outcomes of the group just sent and claims the next one (`db.settle`):
+
+- a row is claimed (`sending_at`) only just before it is handed to SMTP, and the batch
+  sends exactly the message the claim returns from the ledger (G2, G7);
+- whatever happens — an exception, a lost database, a locked SQLite file, SIGINT,
+  SIGKILL — at most the group in flight is left `pending` and claimed (it may have left);
+  every row this batch never reached stays unclaimed, which means surely never handed to
+  SMTP, and a later run (or this run's second pass) sends it (G3);
+- a group is sized to take about GROUP_SECONDS, so a slow server leaves fewer rows in
+  doubt than a fast one would;
+- a batch executed twice (Dask rerunning a lost worker's task) finds its rows claimed by
+  the first execution and sends none of them again (G1).
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
+import threading
 import time
-from collections.abc import Sequence
+import uuid
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
+from typing import TypeVar
 
 from prefect import task, unmapped
 from prefect.cache_policies import NO_CACHE
 
 from tasks import db
-from tasks.compose import OutgoingEmail
-from tasks.mail import MailConfig, SendResult, open_transport
+from tasks.core.addresses import Mailbox
+from tasks.core.message import OutgoingEmail
+from tasks.core.statuses import RowStatus, SendStatus
+from tasks.mail import MailConfig, Transport, open_transport
 
 MAX_BATCH = 200
-FLUSH_EVERY = 20  # outcomes written per ledger transaction
-FLUSH_SECONDS = 0.5  # …or at least this often while sending slowly
+GROUP_MAX = 20  # emails claimed, and outcomes recorded, per ledger transaction
+GROUP_SECONDS = 0.5  # a group is sized to take about this long to send
+LEDGER_PAUSES = (0.2, 0.5, 1.0, 2.0)  # between tries of a ledger write that met a lost connection
+LEDGER_RETRY_SECONDS = 5.0  # no new try after this long
+
+# Set on an interrupt (the CLI's SIGINT handler): no new email is handed to SMTP after it.
+STOP = threading.Event()
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Recipient:
+    """What a batch is given per email: its key, and where it goes (for the report)."""
+
+    key: str
+    recipient: str
 
 
 @dataclass(frozen=True)
 class Delivery:
+    """What one batch did with one key."""
+
     key: str
     recipient: str
-    status: str
+    status: RowStatus  # sent, failed, pending, not sent, or the ledger's status if not ours
     detail: str | None
 
 
-@task(name="deliver-batch", cache_policy=NO_CACHE)
-def deliver_batch(
-    emails: Sequence[OutgoingEmail], mail: MailConfig, mail_from: str, database_url: str,
-    retry_backoff: timedelta = timedelta(hours=1),
-) -> list[Delivery]:
-    """Claim the batch's rows, send them over one connection, and write each outcome to
-    its ledger row (in groups of FLUSH_EVERY, and at the end). A `failed` row may be
-    retried by a run after `retry_backoff`, unless permanent (5xx)."""
-    engine = db.engine_for(database_url)
-    # Claim before sending: if this batch runs again (a Dask worker lost, a task re-run),
-    # the second execution finds its rows claimed and sends none of them.
-    claimed = db.claim_sending(engine, [email.key for email in emails])
-    taken = [email for email in emails if email.key not in claimed]
-    status = db.ledger_status(engine, [email.key for email in taken])
-    deliveries = [Delivery(e.key, e.recipient, status.get(e.key, "pending"),
-                           "already claimed by an earlier delivery: not sent again")
-                  for e in taken]
-    emails = [email for email in emails if email.key in claimed]
-    unwritten: list[dict] = []
-    last_flush = time.monotonic()
-    try:
-        with open_transport(mail, mail_from) as transport:
-            for email in emails:
+@dataclass(frozen=True)
+class DeliverySettings:
+    """Everything a batch needs besides its keys (small: a batch may be pickled to Dask)."""
+
+    mail: MailConfig
+    sender: Mailbox
+    database_url: str
+    as_of: date
+    retry_backoff: timedelta = timedelta(hours=1)
+
+
+class LedgerLost(Exception):
+    """The ledger could not be written after several tries."""
+
+
+def _with_ledger(write: Callable[[], T]) -> T:
+    """Run a ledger write, trying again for a few seconds while the failure looks transient
+    (a terminated connection; SQLite's busy lock, after its own wait, is tried once more).
+    Every write of a delivery is safe to repeat."""
+    deadline = time.monotonic() + LEDGER_RETRY_SECONDS
+    for pause in (*LEDGER_PAUSES, None):
+        try:
+            return write()
+        except Exception as exc:
+            if pause is None or not db.transient(exc) or time.monotonic() > deadline:
+                raise LedgerLost(f"{type(exc).__name__}: {str(getattr(exc, 'orig', exc)).strip()[:200]}"
+                                 ) from exc
+            time.sleep(pause)
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+_ROW_STATUS = {SendStatus.SENT: RowStatus.SENT, SendStatus.FAILED: RowStatus.FAILED,
+               SendStatus.PENDING: RowStatus.PENDING}
+
+
+def _group_size(seconds_per_email: float | None) -> int:
+    """One email first, to learn the pace; then as many as take about GROUP_SECONDS."""
+    if seconds_per_email is None:
+        return 1
+    return max(1, min(GROUP_MAX, int(GROUP_SECONDS / max(seconds_per_email, 1e-6))))
+
+
+class _Batch:
+    """One execution of one batch: its claim token, and what it did with each key."""
+
+    def __init__(self, items: Sequence[Recipient], settings: DeliverySettings) -> None:
+        self.settings = settings
+        self.engine = db.engine_for(settings.database_url)
+        self.token = uuid.uuid4().hex  # a second execution of the batch has its own
+        self.recipients = {item.key: item.recipient for item in items}
+        self.results: dict[str, Delivery] = {}
+        self.unrecorded: list[dict] = []  # outcomes sent but not yet in the ledger
+
+    def note(self, key: str, status: RowStatus, detail: str | None) -> None:
+        self.results[key] = Delivery(key, self.recipients[key], status, detail)
+
+    def settle(self, release: Sequence[str] = (), claim: Sequence[str] = ()) -> list[OutgoingEmail]:
+        """Record the unrecorded outcomes, release and claim, in one transaction."""
+        claimed = _with_ledger(lambda: db.settle(self.engine, self.token, self.settings.as_of,
+                                                 self.unrecorded, release, claim))
+        self.unrecorded = []
+        return claimed
+
+    def in_doubt(self, lost: LedgerLost) -> None:
+        """Outcomes that happened but could not be recorded: their rows stay pending."""
+        for outcome in self.unrecorded:
+            self.note(outcome["key"], RowStatus.PENDING, f"{outcome['status']}, but the ledger could"
+                      f" not record it ({lost}): it stays pending")
+        self.unrecorded = []
+
+    def send(self, transport: Transport, email: OutgoingEmail) -> None:
+        result = transport.send(email)
+        retry_after = datetime.now(UTC) + self.settings.retry_backoff
+        self.unrecorded.append(db.outcome_row(email.key, result, retry_after))
+        self.note(email.key, _ROW_STATUS[result.status], result.error or result.smtp_response)
+
+    def run(self) -> list[Delivery]:
+        keys = list(self.recipients)
+        position, pace = 0, None
+        interrupted = "not sent: interrupted before it was handed to SMTP; a later run sends it"
+        with open_transport(self.settings.mail, self.settings.sender) as transport:
+            while position < len(keys) and not STOP.is_set():
+                group = keys[position:position + _group_size(pace)]
                 try:
-                    result = transport.send(email)
-                except Exception as exc:  # a bug must not take the rest of the batch with it
-                    result = SendResult("pending", error=f"unexpected error while sending: {exc!r}")
-                unwritten.append(db.outcome_row(
-                    email.key, result.status, result.smtp_response, result.error,
-                    permanent=result.permanent, retry_after=datetime.now(UTC) + retry_backoff,
-                ))
-                deliveries.append(Delivery(email.key, email.recipient, result.status,
-                                           result.error or result.smtp_response))
-                if len(unwritten) >= FLUSH_EVERY or time.monotonic() - last_flush > FLUSH_SECONDS:
-                    db.record_outcomes(engine, unwritten)
-                    unwritten, last_flush = [], time.monotonic()
-    finally:
-        db.record_outcomes(engine, unwritten)
+                    claimed = self.settle(claim=group)
+                except LedgerLost as lost:
+                    self.in_doubt(lost)
+                    for key in keys[position:]:
+                        self.note(key, RowStatus.NOT_SENT, f"not sent: the ledger is unavailable ({lost});"
+                                  " a later run sends it")
+                    return self.report(keys)
+                position += len(group)
+                started = time.monotonic()
+                for index, email in enumerate(claimed):
+                    if not STOP.is_set():
+                        self.send_or_settle(transport, email, claimed[index + 1:])
+                    else:
+                        rest = [e.key for e in claimed[index:]]
+                        try:
+                            self.settle(release=rest)
+                        except LedgerLost as lost:
+                            self.in_doubt(lost)
+                            interrupted = f"not sent: interrupted; the ledger could not release it ({lost})"
+                        for key in rest:
+                            self.note(key, RowStatus.NOT_SENT, interrupted)
+                        break
+                if claimed:
+                    pace = (time.monotonic() - started) / len(claimed)
+            try:
+                self.settle()
+            except LedgerLost as lost:
+                self.in_doubt(lost)
+        for key in keys[position:]:
+            self.results.setdefault(key, Delivery(key, self.recipients[key], RowStatus.NOT_SENT,
+                                                  interrupted))
+        return self.report(keys)
+
+    def send_or_settle(self, transport: Transport, email: OutgoingEmail,
+                       rest: Sequence[OutgoingEmail]) -> None:
+        """Send one email; on an unexpected error, record what is known and re-raise."""
+        try:
+            self.send(transport, email)
+        except Exception:
+            # This email is in doubt (it stays claimed, pending); the rest were not sent.
+            with contextlib.suppress(LedgerLost):
+                self.settle(release=[e.key for e in rest])
+            raise
+
+    def report(self, keys: Sequence[str]) -> list[Delivery]:
+        """One Delivery per key, in order. A key this batch did not claim was claimed by
+        another delivery (an earlier execution of this batch, another run): it is reported
+        by what the ledger says of it — in doubt if that delivery never recorded it."""
+        others = [key for key in keys if key not in self.results]
+        if others:
+            try:
+                statuses = db.ledger_status(self.engine, others)
+            except Exception:
+                statuses = {}
+            for key in others:
+                status = statuses.get(key, "unknown")
+                self.note(key, _OTHERS.get(status, RowStatus.PENDING),
+                          f"claimed by another delivery (ledger status {status}): not sent again")
+        return [self.results[key] for key in keys]
+
+
+_OTHERS = {"sent": RowStatus.ALREADY_HANDLED, "adopted": RowStatus.ALREADY_HANDLED,
+           "failed": RowStatus.FAILED, "pending": RowStatus.PENDING}
+
+
+@task(name="deliver-batch", cache_policy=NO_CACHE)
+def deliver_batch(items: Sequence[Recipient], settings: DeliverySettings) -> list[Delivery]:
+    """Claim, send and record the batch's keys group by group (see the module's doc)."""
+    return _Batch(items, settings).run()
+
+
+def batches(items: Sequence[Recipient], workers: int) -> list[list[Recipient]]:
+    """Split into at least `workers` batches (when there is enough work), none over MAX_BATCH."""
+    if not items:
+        return []
+    size = max(1, min(MAX_BATCH, math.ceil(len(items) / workers)))
+    return [list(items[i : i + size]) for i in range(0, len(items), size)]
+
+
+def deliver(items: Sequence[Recipient], settings: DeliverySettings, workers: int) -> list[Delivery]:
+    """Map `deliver_batch` over the batches on the flow's bounded task runner; then one
+    second pass over what a batch could not reach because the ledger was unavailable."""
+    deliveries = _map(items, settings, workers)
+    retry = [Recipient(d.key, d.recipient) for d in deliveries
+             if d.status == RowStatus.NOT_SENT and "ledger" in (d.detail or "")]
+    if retry and not STOP.is_set():
+        again = {d.key: d for d in _map(retry, settings, workers)}
+        deliveries = [again.get(d.key, d) for d in deliveries]
     return deliveries
 
 
-def batches(emails: Sequence[OutgoingEmail], workers: int) -> list[list[OutgoingEmail]]:
-    """Split into at least `workers` batches (when there is enough work), none over MAX_BATCH."""
-    if not emails:
-        return []
-    size = max(1, min(MAX_BATCH, math.ceil(len(emails) / workers)))
-    return [list(emails[i : i + size]) for i in range(0, len(emails), size)]
-
-
-def deliver(
-    emails: Sequence[OutgoingEmail], mail: MailConfig, mail_from: str, database_url: str,
-    workers: int, retry_backoff: timedelta = timedelta(hours=1),
-) -> list[Delivery]:
-    """Map `deliver_batch` over the batches on the flow's bounded task runner."""
-    groups = batches(emails, workers)
-    futures = deliver_batch.map(groups, unmapped(mail), unmapped(mail_from), unmapped(database_url),
-                                unmapped(retry_backoff))
+def _map(items: Sequence[Recipient], settings: DeliverySettings, workers: int) -> list[Delivery]:
+    groups = batches(items, workers)
+    futures = deliver_batch.map(groups, unmapped(settings))
     deliveries: list[Delivery] = []
     for batch, future in zip(groups, futures, strict=True):
         try:
             deliveries.extend(future.result())
         except Exception as exc:
-            # The batch died (for instance the ledger became unreachable): its rows
-            # stay `pending` in the ledger, which is exactly what we report.
-            deliveries.extend(
-                Delivery(e.key, e.recipient, "pending", f"batch failed: {exc!r}") for e in batch
-            )
+            deliveries.extend(_after_a_crash(batch, settings, exc))
     return deliveries
+
+
+def _after_a_crash(batch: Sequence[Recipient], settings: DeliverySettings,
+                   exc: Exception) -> list[Delivery]:
+    """A batch died: what the ledger says of each of its keys. A row it never claimed was
+    surely not sent (a later run sends it); a claimed one stays pending, in doubt."""
+    try:
+        engine = db.engine_for(settings.database_url)
+        claimed = db.claimed_keys(engine, [item.key for item in batch])
+    except Exception:
+        claimed = None
+    out = []
+    for item in batch:
+        state = None if claimed is None else claimed.get(item.key)
+        if state == "unclaimed":
+            out.append(Delivery(item.key, item.recipient, RowStatus.NOT_SENT,
+                                f"not sent: its batch failed ({exc!r}); a later run sends it"))
+        elif state in (None, "claimed"):
+            out.append(Delivery(item.key, item.recipient, RowStatus.PENDING,
+                                f"its batch failed ({exc!r}): outcome unknown"))
+        else:
+            out.append(Delivery(item.key, item.recipient, RowStatus(state), f"its batch failed ({exc!r})"))
+    return out

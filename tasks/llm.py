@@ -25,14 +25,22 @@ from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import Any, Literal
 
+import numpy as np
 import openai
 import pandas as pd
 from openai import OpenAI
 
 from tasks.decide import business_dates
-from tasks.validate import as_amounts, as_dates
+from tasks.validate import as_dates
 
 log = logging.getLogger(__name__)
+
+
+def as_amounts(values: pd.Series) -> pd.Series:
+    """Numbers for comparisons in the guard and the history (never shown: money is shown
+    from its exact text, tasks.core.money)."""
+    amounts = pd.to_numeric(values.astype("string"), errors="coerce")
+    return amounts.where(np.isfinite(amounts))
 
 DEFAULT_MODEL = "gpt-4o-mini"
 DRAFTED_STEPS = ("REMINDED_1", "REMINDED_2")  # OVERDUE goes to a person: no paragraph

@@ -9,12 +9,14 @@ the guard; the lock only keeps a second run from doing (harmless) work.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 from sqlalchemy import Engine, text
+from sqlalchemy.exc import SQLAlchemyError
 
 RUN_LOCK_ID = 0x6475_6566  # 'duef': the advisory lock key of a dueflow run
 
@@ -24,19 +26,29 @@ def run_lock_enabled() -> bool:
 
 
 @contextmanager
-def run_lock(engine: Engine) -> Iterator[bool]:
-    """Yield True while this process holds the run lock, False if another run holds it."""
+def run_lock(engine: Engine, warnings: list[str] | None = None) -> Iterator[bool]:
+    """Yield True while this process holds the run lock, False if another run holds it.
+    Losing the database connection while holding it is not an error of the run: the
+    server released the lock with the session; a warning is appended to `warnings`."""
     if engine.dialect.name == "postgresql":
-        with engine.connect() as conn:
-            acquired = bool(conn.execute(text("SELECT pg_try_advisory_lock(:id)"),
-                                         {"id": RUN_LOCK_ID}).scalar())
-            conn.commit()
+        conn = engine.connect()
+        acquired = bool(conn.execute(text("SELECT pg_try_advisory_lock(:id)"),
+                                     {"id": RUN_LOCK_ID}).scalar())
+        conn.commit()
+        try:
+            yield acquired
+        finally:
             try:
-                yield acquired
-            finally:
                 if acquired:
                     conn.execute(text("SELECT pg_advisory_unlock(:id)"), {"id": RUN_LOCK_ID})
                     conn.commit()
+                conn.close()
+            except SQLAlchemyError as exc:
+                if warnings is not None:
+                    warnings.append("the run lock's database connection was lost before the run"
+                                    f" released it (the server released it): {str(exc).splitlines()[0]}")
+                with contextlib.suppress(SQLAlchemyError):
+                    conn.invalidate()
         return
     database = engine.url.database
     if not database or database == ":memory:":

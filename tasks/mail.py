@@ -10,32 +10,22 @@ Every send ends in one of three outcomes (G3, G4):
 
 from __future__ import annotations
 
-import base64
 import contextlib
+import hashlib
 import os
 import re
 import smtplib
 import ssl
 from dataclasses import dataclass, field
-from email.header import Header
-from email.utils import formataddr, formatdate, parseaddr
 from pathlib import Path
 from types import TracebackType
 from typing import Literal
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from blocks.settings import ConfigError
-from tasks.compose import OutgoingEmail
-
-Outcome = Literal["sent", "failed", "pending"]
-
-
-@dataclass(frozen=True)
-class SendResult:
-    status: Outcome
-    smtp_response: str | None = None
-    error: str | None = None
-    permanent: bool = False  # a 5xx refusal: retrying will not help
+from tasks.core.addresses import Mailbox
+from tasks.core.message import OutgoingEmail, message_bytes
+from tasks.core.statuses import SendResult, SendStatus
 
 
 @dataclass(frozen=True)
@@ -85,50 +75,6 @@ def parse_mail_url(url: str) -> MailConfig:
     )
 
 
-def _header(value: str) -> str:
-    """A header value as it goes on the wire: plain ASCII as is, anything else RFC 2047."""
-    if value.isascii() and len(value) < 900:
-        return value
-    return Header(value, "utf-8").encode(linesep="\r\n")
-
-
-def _address(value: str) -> str:
-    name, address = parseaddr(value)
-    return formataddr((name, address), charset="utf-8") if name else address
-
-
-def _part(content_type: str, body: str) -> bytes:
-    return (f"Content-Type: {content_type}; charset=\"utf-8\"\r\n"
-            "Content-Transfer-Encoding: base64\r\n\r\n").encode() + b"\r\n".join(
-        base64.encodebytes(body.encode()).splitlines()) + b"\r\n"
-
-
-def message_bytes(email: OutgoingEmail, mail_from: str) -> bytes:
-    """The message exactly as sent: text and HTML alternatives, base64 bodies, CRLF lines.
-
-    Written by hand rather than with email.message.EmailMessage, which costs over a
-    millisecond a message — more than the SMTP conversation with a local relay. Header
-    values arrive single-line (compose strips CR/LF); the body is base64, so no line of
-    it can start with a dot or break the 998-character line limit."""
-    boundary = "dueflow-" + email.message_id.strip("<>").split("@")[0][:24]
-    head = (
-        f"From: {_address(mail_from)}\r\n"
-        f"To: {email.recipient}\r\n"
-        f"Subject: {_header(email.subject)}\r\n"
-        f"Date: {formatdate(localtime=False)}\r\n"
-        f"Message-ID: {email.message_id}\r\n"
-        f"X-Dueflow-Key: {email.key}\r\n"
-        "MIME-Version: 1.0\r\n"
-        f"Content-Type: multipart/alternative; boundary=\"{boundary}\"\r\n\r\n"
-    )
-    return b"".join([
-        head.encode(),
-        f"--{boundary}\r\n".encode(), _part("text/plain", email.body_text),
-        f"--{boundary}\r\n".encode(), _part("text/html", email.body_html),
-        f"--{boundary}--\r\n".encode(),
-    ])
-
-
 class Transport:
     """Sends rendered emails; use as a context manager so connections are closed."""
 
@@ -151,32 +97,39 @@ class _BrokeBeforeContent(Exception):
     """The SMTP conversation broke before any of the message left: surely not sent."""
 
 
-def open_transport(config: MailConfig, mail_from: str) -> Transport:
+def open_transport(config: MailConfig, sender: Mailbox) -> Transport:
     if config.scheme == "file":
-        return FileOutbox(config, mail_from)
-    return SmtpTransport(config, mail_from)
+        return FileOutbox(config, sender)
+    return SmtpTransport(config, sender)
+
+
+def outbox_name(key: str) -> str:
+    """The .eml file name of a key: readable, and distinct for distinct keys (keys that
+    only differ in characters a file name cannot hold get different hashes)."""
+    readable = re.sub(r"[^A-Za-z0-9._-]+", "_", key)[:120]
+    return f"{readable}.{hashlib.sha256(key.encode('utf-8', 'surrogatepass')).hexdigest()[:10]}.eml"
 
 
 class FileOutbox(Transport):
     """Writes one .eml per message; a message is `sent` once its file is in place."""
 
-    def __init__(self, config: MailConfig, mail_from: str) -> None:
+    def __init__(self, config: MailConfig, sender: Mailbox) -> None:
         assert config.directory is not None
         self.directory = config.directory
-        self.mail_from = mail_from
+        self.sender = sender
         self.directory.mkdir(parents=True, exist_ok=True)
 
     def send(self, email: OutgoingEmail) -> SendResult:
-        name = re.sub(r"[^A-Za-z0-9._-]+", "_", email.key) + ".eml"
-        final = self.directory / name
-        partial = final.with_suffix(".eml.part")
+        final = self.directory / outbox_name(email.key)
+        partial = final.with_suffix(".part")
         try:
-            partial.write_bytes(message_bytes(email, self.mail_from))
+            partial.write_bytes(message_bytes(email, self.sender))
             os.replace(partial, final)
-        except OSError as exc:
+        except (OSError, ValueError) as exc:
             partial.unlink(missing_ok=True)
-            return SendResult("failed", error=f"could not write {final}: {exc.strerror or exc}")
-        return SendResult("sent", smtp_response=f"written to {final}")
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+            return SendResult(SendStatus.FAILED, error=f"could not write {final}: {reason}")
+        return SendResult(SendStatus.SENT, smtp_response=f"written to {final}")
 
 
 def _smtp_text(code: int, reply: bytes | str) -> str:
@@ -187,9 +140,9 @@ def _smtp_text(code: int, reply: bytes | str) -> str:
 class SmtpTransport(Transport):
     """One SMTP connection, reused across messages and reopened when it breaks."""
 
-    def __init__(self, config: MailConfig, mail_from: str) -> None:
+    def __init__(self, config: MailConfig, sender: Mailbox) -> None:
         self.config = config
-        self.mail_from = mail_from
+        self.sender = sender
         self._conn: smtplib.SMTP | None = None
 
     def _connect(self) -> smtplib.SMTP:
@@ -222,21 +175,24 @@ class SmtpTransport(Transport):
             return self._converse(email)
         except _BrokeBeforeContent as first:
             if not reused:
-                return SendResult("failed", error=str(first))
+                return SendResult(SendStatus.FAILED, error=str(first))
         # A reused connection may have gone stale while idle: one try on a fresh one.
         try:
             return self._converse(email)
         except _BrokeBeforeContent as second:
-            return SendResult("failed", error=str(second))
+            return SendResult(SendStatus.FAILED, error=str(second))
 
     def _converse(self, email: OutgoingEmail) -> SendResult:
-        phase = "connect"
+        phase = "build"
         try:
+            # Built first: an email no header can carry fails before any byte leaves.
+            payload = re.sub(rb"(?m)^\.", b"..", message_bytes(email, self.sender))
+            phase = "connect"
             if self._conn is None:
                 self._conn = self._connect()
             conn = self._conn
             phase = "MAIL"
-            code, reply = conn.mail(self.mail_from)
+            code, reply = conn.mail(self.sender.address)
             if code != 250:
                 return self._refused(phase, code, reply)
             phase = "RCPT"
@@ -248,23 +204,29 @@ class SmtpTransport(Transport):
             code, reply = conn.getreply()
             if code != 354:
                 return self._refused(phase, code, reply)
-            payload = re.sub(rb"(?m)^\.", b"..", message_bytes(email, self.mail_from))
             phase = "content"  # from here on the server may have the message
             conn.send(payload + b".\r\n")
             code, reply = conn.getreply()
-        except (smtplib.SMTPException, OSError) as exc:
-            self._drop()
+        except Exception as exc:
             detail = f"{type(exc).__name__}: {exc}"
+            if phase == "build":
+                return SendResult(SendStatus.FAILED, error=f"not sent: cannot build the message: {exc}",
+                                  permanent=True)
+            self._drop()
             if phase == "content":
-                return SendResult("pending", error=f"outcome unknown after DATA: {detail}")
+                return SendResult(SendStatus.PENDING, error=f"outcome unknown after DATA: {detail}")
+            if not isinstance(exc, smtplib.SMTPException | OSError):
+                # Not the connection: nothing left, and trying again would fail the same way.
+                return SendResult(SendStatus.FAILED, error=f"not sent: error at {phase}: {detail}")
             raise _BrokeBeforeContent(f"not sent: connection broke at {phase}: {detail}") from None
         if code == 250:
-            return SendResult("sent", smtp_response=_smtp_text(code, reply))
+            return SendResult(SendStatus.SENT, smtp_response=_smtp_text(code, reply))
         if 400 <= code < 600:
             return self._refused("end of DATA", code, reply)
         # Anything else after the content left is not a refusal we understand.
         self._drop()
-        return SendResult("pending", error=f"unexpected reply after DATA: {_smtp_text(code, reply)}")
+        return SendResult(SendStatus.PENDING,
+                          error=f"unexpected reply after DATA: {_smtp_text(code, reply)}")
 
     def _refused(self, phase: str, code: int, reply: bytes | str) -> SendResult:
         text = _smtp_text(code, reply)
@@ -273,9 +235,8 @@ class SmtpTransport(Transport):
             self._conn.rset()
         except (smtplib.SMTPException, OSError):
             self._drop()
-        return SendResult(
-            "failed", smtp_response=text, error=f"refused at {phase}: {text}", permanent=code >= 500
-        )
+        return SendResult(SendStatus.FAILED, smtp_response=text, error=f"refused at {phase}: {text}",
+                          permanent=code >= 500)
 
     def close(self) -> None:
         if self._conn is not None:

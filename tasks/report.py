@@ -9,34 +9,50 @@ from typing import Any
 
 import pandas as pd
 
+from tasks.core.statuses import ATTENTION_ORDER, NEEDS_ATTENTION, RowStatus
+
 ROW_COLUMNS = ("job", "key", "recipient", "status", "detail", "retry")
-COUNT_NAMES = ("due", "won", "already_handled", "retried", "sent", "failed", "pending", "quarantined",
-               "deferred", "adopted")
+COUNT_NAMES = ("due", "won", "already_handled", "retried", "sent", "failed", "pending", "not_sent",
+               "quarantined", "deferred", "adopted", "no_longer_due", "failed_earlier",
+               "pending_earlier")
+_COUNTED = {"sent": RowStatus.SENT, "failed": RowStatus.FAILED, "pending": RowStatus.PENDING,
+            "not_sent": RowStatus.NOT_SENT, "quarantined": RowStatus.QUARANTINED,
+            "deferred": RowStatus.DEFERRED, "adopted": RowStatus.ADOPTED,
+            "no_longer_due": RowStatus.NO_LONGER_DUE, "failed_earlier": RowStatus.FAILED_EARLIER,
+            "pending_earlier": RowStatus.PENDING_EARLIER}
+# Statuses of a key this run reserved (or would have, in a dry run).
+_WON = (RowStatus.SENT, RowStatus.FAILED, RowStatus.PENDING, RowStatus.NOT_SENT, RowStatus.WOULD_SEND)
 
 
 @dataclass
 class RunSummary:
     """What one run did. `rows` has one row per key or bad source row it touched:
-    job, key, recipient, status (sent, failed, pending, already handled, would send,
-    quarantined), detail (SMTP reply, error or quarantine reason) and retry (True for
-    an earlier failed row attempted again)."""
+    job, key, recipient, status (a `RowStatus`: sent, failed, pending, not sent,
+    quarantined, already handled, …), detail (SMTP reply, error or quarantine reason)
+    and retry (True for an earlier row attempted again)."""
 
     as_of: date
     dry_run: bool
     flow_run_id: str | None
     due: int = 0
     won: int = 0
-    already_handled: int = 0
-    retried: int = 0  # earlier failed rows sent again this run (counted in sent/failed/pending)
+    already_handled: int = 0  # sent or adopted by earlier runs
+    retried: int = 0  # earlier rows attempted again this run (counted in sent/failed/pending)
     sent: int = 0
     failed: int = 0
-    pending: int = 0
+    pending: int = 0  # handed to SMTP, outcome unknown: an operator settles them
+    not_sent: int = 0  # surely never handed to SMTP (interrupted, ledger lost): a later run sends them
     quarantined: int = 0
     deferred: int = 0  # due but held back by the send cap: a later run picks them up
     adopted: int = 0  # recorded as handled without sending (adopt mode)
-    ledger_pending: int = 0  # whole ledger, every run: what an operator must resolve
-    ledger_failed: int = 0
+    no_longer_due: int = 0  # changed between extraction and reservation, or withdrawn
+    failed_earlier: int = 0  # due, failed in an earlier run, not retried tonight
+    pending_earlier: int = 0  # due, an earlier attempt's outcome still unknown
+    ledger_pending: int = 0  # whole ledger: handed to SMTP, outcome unknown — an operator's
+    ledger_failed: int = 0  # whole ledger: failed (retried by later runs unless exhausted)
+    ledger_unsent: int = 0  # whole ledger: never handed to SMTP — the next run sends them
     skipped: str | None = None  # why the run did nothing (another run held the lock)
+    warnings: list[str] = field(default_factory=list)  # e.g. the database lost after the work
     rows: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(ROW_COLUMNS)))
     unsettled: pd.DataFrame = field(default_factory=pd.DataFrame)  # oldest pending/failed keys
     # Reminder paragraphs: key, source (llm/template), tone, note, paragraph, tokens.
@@ -63,13 +79,17 @@ class RunSummary:
         if self.dry_run:
             return (f"Dry run for {self.as_of}: {self.won} email(s) would be sent, "
                     f"{self.already_handled} already handled, {self.quarantined} quarantined.")
+        earlier = "".join([
+            f", {self.failed_earlier} failed earlier" if self.failed_earlier else "",
+            f", {self.pending_earlier} pending since an earlier run" if self.pending_earlier else ""])
         if self.won == 0 and self.retried == 0:
             return (f"Nothing new to send for {self.as_of}: {self.already_handled} due email(s) were "
-                    f"already handled by earlier runs, {self.quarantined} row(s) quarantined.")
+                    f"already handled by earlier runs{earlier}, {self.quarantined} row(s) quarantined.")
         retried = f" (and {self.retried} retried)" if self.retried else ""
         retried += f"; {self.deferred} deferred by the send cap" if self.deferred else ""
-        return (f"Run for {self.as_of}: {self.sent} sent, {self.failed} failed, {self.pending} pending "
-                f"of {self.won} new{retried}; {self.already_handled} already handled, "
+        unsent = f", {self.not_sent} not sent (a later run sends them)" if self.not_sent else ""
+        return (f"Run for {self.as_of}: {self.sent} sent, {self.failed} failed, {self.pending} pending"
+                f"{unsent} of {self.won} new{retried}; {self.already_handled} already handled{earlier}, "
                 f"{self.quarantined} quarantined.")
 
 
@@ -81,28 +101,28 @@ def summarize(
     ledger_counts: dict[str, int],
     unsettled: pd.DataFrame | None = None,
     drafts: pd.DataFrame | None = None,
+    warnings: list[str] | None = None,
 ) -> RunSummary:
     """Counts derived from this run's rows (see RunSummary.rows)."""
     status = rows["status"]
     retry = rows["retry"].fillna(False).astype(bool)
-    handled = int((status == "already handled").sum())
-    new = int((status.isin(["sent", "failed", "pending", "would send"]) & ~retry).sum())
+    handled = int((status == RowStatus.ALREADY_HANDLED).sum())
+    new = int((status.isin(_WON) & ~retry).sum())
+    counted = {name: int((status == value).sum()) for name, value in _COUNTED.items()}
     return RunSummary(
         as_of=as_of,
         dry_run=dry_run,
         flow_run_id=flow_run_id,
-        due=new + handled + int(status.isin(["deferred", "adopted"]).sum()),
+        due=new + handled + counted["deferred"] + counted["adopted"] + counted["failed_earlier"]
+        + counted["pending_earlier"],
         won=new,
         already_handled=handled,
         retried=int(retry.sum()),
-        sent=int((status == "sent").sum()),
-        failed=int((status == "failed").sum()),
-        pending=int((status == "pending").sum()),
-        quarantined=int((status == "quarantined").sum()),
-        deferred=int((status == "deferred").sum()),
-        adopted=int((status == "adopted").sum()),
+        **counted,
         ledger_pending=ledger_counts.get("pending", 0),
         ledger_failed=ledger_counts.get("failed", 0),
+        ledger_unsent=ledger_counts.get("unsent", 0),
+        warnings=list(warnings or []),
         rows=rows.reset_index(drop=True),
         unsettled=pd.DataFrame() if unsettled is None else unsettled,
         drafts=pd.DataFrame() if drafts is None else drafts,
@@ -122,13 +142,15 @@ def markdown(summary: RunSummary, limit: int = 50) -> str:
              "| count | value |", "|---|---|"]
     lines += [f"| {name.replace('_', ' ')} | {value} |" for name, value in summary.counts().items()]
     lines += [f"| pending in ledger (all runs) | {summary.ledger_pending} |",
-              f"| failed in ledger (all runs) | {summary.ledger_failed} |"]
+              f"| failed in ledger (all runs) | {summary.ledger_failed} |",
+              f"| never handed to SMTP, sent by the next run (all runs) | {summary.ledger_unsent} |"]
+    lines += [f"| warning | {w} |" for w in summary.warnings]
     usage = summary.llm_usage()
     if usage["llm"] or usage["template"]:
         lines.append(f"| reminder paragraphs: LLM / template | {usage['llm']} / {usage['template']} |")
         lines.append(f"| LLM tokens (prompt + completion) | {usage['prompt_tokens']} + "
                      f"{usage['completion_tokens']} |")
-    attention = summary.rows[summary.rows["status"].isin(["failed", "pending", "quarantined"])]
+    attention = summary.rows[summary.rows["status"].isin(NEEDS_ATTENTION)]
     if not attention.empty:
         lines += ["", "## Needs attention", "", "| status | key | detail |", "|---|---|---|"]
         for row in attention.head(limit).itertuples(index=False):
@@ -138,24 +160,22 @@ def markdown(summary: RunSummary, limit: int = 50) -> str:
             lines.append(f"| … | {len(attention) - limit} more | see `dueflow ledger` |")
     if not summary.unsettled.empty:
         lines += ["", "## Unsettled in the ledger (all runs, oldest first)", "",
-                  "Pending rows are never resent automatically: settle them with "
-                  "`dueflow resolve KEY --as sent|failed`.", "",
+                  "Pending rows handed to SMTP are never resent automatically: check the mail"
+                  " server's log, then settle them with `dueflow resolve KEY --as sent|failed`."
+                  " Rows never handed to SMTP are sent by the next run.", "",
                   "| status | key | attempts | detail |", "|---|---|---|---|"]
         for row in summary.unsettled.itertuples(index=False):
             detail = str(row.error or "").replace("|", "\\|")
             if row.status == "pending" and pd.isna(row.sending_at):
-                detail = (detail + "; " if detail else "") + "never handed to SMTP: safe to resolve as failed"
+                detail = (detail + "; " if detail else "") + "never handed to SMTP: the next run sends it"
             lines.append(f"| {row.status} | `{row.key}` | {row.attempts} | {detail} |")
     return "\n".join(lines)
 
 
-STATUS_ORDER = ("pending", "failed", "quarantined", "deferred", "sent", "would send", "adopted",
-                "already handled")
-
-
 def attention_first(rows: pd.DataFrame) -> pd.DataFrame:
     """Rows ordered by what an operator must look at first: pending, failed, quarantined…"""
-    rank = rows["status"].map({s: i for i, s in enumerate(STATUS_ORDER)}).fillna(len(STATUS_ORDER))
+    order = {str(s): i for i, s in enumerate(ATTENTION_ORDER)}
+    rank = rows["status"].astype(str).map(order).fillna(len(order))
     return rows.assign(_rank=rank).sort_values("_rank", kind="stable").drop(columns="_rank")
 
 
@@ -173,5 +193,5 @@ def text_table(rows: pd.DataFrame, limit: int = 40) -> str:
     text = "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
                      for r in cells)
     if len(rows) > limit:
-        text += f"\n… and {len(rows) - limit} more (see `dueflow ledger`)"
+        text += (f"\n… and {len(rows) - limit} more (see `dueflow ledger` and `dueflow quarantine`)")
     return text

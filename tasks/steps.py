@@ -1,4 +1,4 @@
-"""The run's steps as Prefect tasks: extract, decide, reserve, store, quarantine.
+"""The run's steps as Prefect tasks: extract, decide, reserve, store, quarantine, report.
 
 Each wraps a function from `tasks.db` or `tasks.decide`; the wrappers only add
 Prefect's bookkeeping. DataFrames pass between tasks in memory, so no task
@@ -18,13 +18,18 @@ from prefect.cache_policies import NO_CACHE
 
 from sql import statement
 from tasks import db
-from tasks.compose import (
-    Composed,
-    OutgoingEmail,
-    compose_dunning_emails,
-    compose_renewal_alerts,
+from tasks.compose import Composed, compose_dunning_emails, compose_renewal_alerts
+from tasks.core.addresses import Mailbox
+from tasks.core.message import OutgoingEmail
+from tasks.decide import (
+    Decision,
+    DunningStart,
+    due_dunning_steps,
+    due_renewal_alerts,
+    dunning_steps_for,
+    renewal_alerts_for,
+    renewal_window,
 )
-from tasks.decide import Decision, due_dunning_steps, due_renewal_alerts, renewal_window
 from tasks.report import RunSummary, attention_first, markdown
 
 ARTIFACT_ROWS = 1000
@@ -67,23 +72,26 @@ def quarantine_rows(
 def reserve_slots(
     database_url: str, job: str, candidates: pd.DataFrame, as_of: date, flow_run_id: str | None,
     status: str = "pending",
-) -> set[str]:
-    """One bulk INSERT … ON CONFLICT DO NOTHING RETURNING: the keys this run won."""
-    return db.reserve(db.engine_for(database_url), job, candidates, as_of, flow_run_id, status)
-
-
-@task(name="claim-retries", cache_policy=NO_CACHE)
-def claim_retries(
-    database_url: str, as_of: date, flow_run_id: str | None, max_attempts: int
-) -> pd.DataFrame:
-    """Failed rows due for another attempt, claimed atomically (never `pending` ones)."""
-    return db.claim_retries(db.engine_for(database_url), as_of, flow_run_id, max_attempts)
+) -> tuple[set[str], dict[str, str]]:
+    """One bulk INSERT … ON CONFLICT DO NOTHING RETURNING: the keys this run won, and for
+    the candidates it did not win, their ledger status (absent: the source row changed
+    after extraction and the reservation's re-check refused it)."""
+    engine = db.engine_for(database_url)
+    won = db.reserve(engine, job, candidates, as_of, flow_run_id, status)
+    lost = [key for key in candidates["key"] if key not in won]
+    return won, db.ledger_status(engine, lost)
 
 
 @task(name="store-messages", cache_policy=NO_CACHE)
 def store_messages(database_url: str, emails: Sequence[OutgoingEmail]) -> None:
     """Commit each rendered message on its ledger row before anything is sent (G2)."""
     db.store_messages(db.engine_for(database_url), [email.as_row() for email in emails])
+
+
+@task(name="record-unrendered", cache_policy=NO_CACHE)
+def record_unrendered(database_url: str, failures: Sequence[tuple[str, str]]) -> None:
+    """Mark reserved rows that could not be composed as failed (known not sent)."""
+    db.record_unrendered(db.engine_for(database_url), failures)
 
 
 @task(name="extract-dunning", cache_policy=NO_CACHE)
@@ -100,14 +108,68 @@ def extract_dunning(database_url: str) -> tuple[pd.DataFrame, pd.DataFrame, pd.D
 @task(name="decide-dunning", cache_policy=NO_CACHE)
 def decide_dunning(
     invoices: pd.DataFrame, clients: pd.DataFrame, history: pd.DataFrame, as_of: date,
-    delays: Sequence[int], timezone: str, escalation_to: str | None,
+    delays: Sequence[int], timezone: str, escalation_to: str | None, start: DunningStart,
 ) -> Decision:
-    return due_dunning_steps(invoices, clients, history, as_of, delays, timezone, escalation_to)
+    return due_dunning_steps(invoices, clients, history, as_of, delays, timezone, escalation_to, start)
+
+
+@task(name="find-unsent", cache_policy=NO_CACHE)
+def find_unsent(
+    database_url: str, as_of: date, flow_run_id: str | None, max_attempts: int
+) -> tuple[list[str], pd.DataFrame]:
+    """What earlier runs left for this one (G3, G4): failed rows due for another attempt
+    go back to pending; unclaimed rows no longer due are withdrawn (known not sent);
+    returns the withdrawn keys and every unclaimed pending row — surely never handed to
+    SMTP — which this run sends."""
+    engine = db.engine_for(database_url)
+    db.requeue_failed(engine, as_of, flow_run_id, max_attempts)
+    withdrawn = db.withdraw_unsent(engine, as_of)
+    return withdrawn, db.unsent_rows(engine)
+
+
+@task(name="render-unsent", cache_policy=NO_CACHE)
+def render_unsent(
+    database_url: str, unstored: pd.DataFrame, as_of: date, renewal_locale: str, sender: Mailbox,
+    timezone: str, escalation_to: str | None,
+) -> Composed:
+    """Messages for reserved rows that never got one stored (their run died first, or an
+    operator settled them as failed): rendered from the source rows as they are now, with
+    the template paragraph (the model is only asked for keys a run just reserved)."""
+    engine = db.engine_for(database_url)
+    emails: list[OutgoingEmail] = []
+    failures: list[tuple[str, str]] = []
+    renewals = unstored[unstored["job"] == "renewal"]
+    if not renewals.empty:
+        contracts = db.rows_by_id(engine, "contracts_by_id", renewals["subject_id"].unique().tolist())
+        decision = renewal_alerts_for(contracts, renewals, as_of)
+        more, bad = compose_renewal_alerts(decision.due, renewal_locale, sender)
+        emails += more
+        failures += bad + _not_rendered(decision)
+    dunning = unstored[unstored["job"] == "dunning"]
+    if not dunning.empty:
+        invoices = db.rows_by_id(engine, "invoices_by_id", dunning["subject_id"].unique().tolist())
+        clients = db.rows_by_id(engine, "clients_by_id",
+                                invoices["client_id"].dropna().astype(str).unique().tolist())
+        history = db.extract_frame(engine, statement("dunning_history"), {})
+        decision = dunning_steps_for(invoices, clients, dunning, as_of, timezone, escalation_to)
+        from tasks.llm import draft_paragraphs
+
+        drafts = {d.key: d for d in draft_paragraphs(decision.due, pd.DataFrame(), None)}
+        more, bad = compose_dunning_emails(decision.due, history, sender, drafts)
+        emails += more
+        failures += bad + _not_rendered(decision)
+    return emails, failures
+
+
+def _not_rendered(decision: Decision) -> list[tuple[str, str]]:
+    return [(key, f"could not render the email: {reason}")
+            for key, reason in zip(decision.quarantined["source_id"], decision.quarantined["reason"],
+                                   strict=True)]
 
 
 @task(name="compose-renewal-alerts", cache_policy=NO_CACHE)
-def compose_renewals(winners: pd.DataFrame, locale: str, mail_from: str) -> Composed:
-    return compose_renewal_alerts(winners, locale, mail_from)
+def compose_renewals(winners: pd.DataFrame, locale: str, sender: Mailbox) -> Composed:
+    return compose_renewal_alerts(winners, locale, sender)
 
 
 @task(name="draft-reminder-paragraphs", cache_policy=NO_CACHE)
@@ -130,16 +192,9 @@ def draft_reminders(
 
 @task(name="compose-dunning-emails", cache_policy=NO_CACHE)
 def compose_dunning(
-    winners: pd.DataFrame, history: pd.DataFrame, mail_from: str, drafts: Sequence[Draft]
+    winners: pd.DataFrame, history: pd.DataFrame, sender: Mailbox, drafts: Sequence[Draft]
 ) -> Composed:
-    return compose_dunning_emails(winners, history, mail_from, {d.key: d for d in drafts})
-
-
-@task(name="record-failures", cache_policy=NO_CACHE)
-def record_failures(database_url: str, failures: Sequence[tuple[str, str]]) -> None:
-    """Mark reserved rows that could not be composed as failed (known not sent)."""
-    db.record_outcomes(db.engine_for(database_url),
-                       [db.outcome_row(key, "failed", None, error) for key, error in failures])
+    return compose_dunning_emails(winners, history, sender, {d.key: d for d in drafts})
 
 
 @task(name="publish-report", cache_policy=NO_CACHE)

@@ -1,59 +1,51 @@
-"""Vectorised checks shared by every job: addresses, currencies, amounts, dates."""
+"""Vectorised checks shared by every job: dates, flags, and the reasons of quarantine."""
 
 from __future__ import annotations
 
-import numpy as np
+from collections.abc import Callable, Sequence
+
 import pandas as pd
 
-# ISO 4217 codes in circulation; an amount in anything else is quarantined.
-KNOWN_CURRENCIES = frozenset(
-    """
-    AED AFN ALL AMD ANG AOA ARS AUD AWG AZN BAM BBD BDT BGN BHD BIF BMD BND BOB BRL BSD BTN
-    BWP BYN BZD CAD CDF CHF CLP CNY COP CRC CUP CVE CZK DJF DKK DOP DZD EGP ERN ETB EUR FJD
-    FKP GBP GEL GHS GIP GMD GNF GTQ GYD HKD HNL HTG HUF IDR ILS INR IQD IRR ISK JMD JOD JPY
-    KES KGS KHR KMF KPW KRW KWD KYD KZT LAK LBP LKR LRD LSL LYD MAD MDL MGA MKD MMK MNT MOP
-    MRU MUR MVR MWK MXN MYR MZN NAD NGN NIO NOK NPR NZD OMR PAB PEN PGK PHP PKR PLN PYG QAR
-    RON RSD RUB RWF SAR SBD SCR SDG SEK SGD SHP SLE SOS SRD SSP STN SYP SZL THB TJS TMT TND
-    TOP TRY TTD TWD TZS UAH UGX USD UYU UZS VES VND VUV WST XAF XCD XOF XPF YER ZAR ZMW ZWL
-    """.split()
-)
+from tasks.core.keys import printable_id
 
-# Deliberately strict: one @, no spaces, quotes, angle brackets or line breaks, a dotted domain.
-_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?"
-_EMAIL = rf"[A-Za-z0-9.!#$%&'*+/=?^_`{{|}}~-]+@{_LABEL}(?:\.{_LABEL})+"
-
-
-def valid_email(values: pd.Series) -> pd.Series:
-    """True where the value is a single plain email address."""
-    text = values.astype("string")
-    return text.str.fullmatch(_EMAIL).fillna(False).astype(bool) & (text.str.len() <= 254).fillna(
-        False
-    ).astype(bool)
-
-
-def known_currency(values: pd.Series) -> pd.Series:
-    return values.astype("string").isin(KNOWN_CURRENCIES).fillna(False).astype(bool)
+# dunning_paused as either database stores a boolean; anything else is quarantined.
+TRUE_TEXT = ("1", "true", "t", "yes", "y", "on")
+FALSE_TEXT = ("0", "false", "f", "no", "n", "off", "")
 
 
 def as_dates(values: pd.Series) -> pd.Series:
-    """Dates as datetime64 (midnight); anything missing or unparseable becomes NaT."""
+    """Dates as datetime64 (midnight); anything missing, unparseable or out of range is NaT."""
     return pd.to_datetime(values.astype("string"), errors="coerce", format="ISO8601").dt.normalize()
 
 
-def as_amounts(values: pd.Series) -> pd.Series:
-    """Amounts as floats for display and checks; missing or non-numeric becomes NaN."""
-    amounts = pd.to_numeric(values.astype("string"), errors="coerce")
-    return amounts.where(np.isfinite(amounts))
+def flag_values(values: pd.Series) -> pd.Series:
+    """A boolean column as stored by either database: True, False, or NA when it is neither
+    (missing counts as False)."""
+    text = values.astype("string").str.strip().str.lower().fillna("")
+    return pd.Series(pd.NA, index=values.index, dtype="boolean").mask(
+        text.isin(TRUE_TEXT), True).mask(text.isin(FALSE_TEXT), False)
 
 
 def quote(values: pd.Series) -> pd.Series:
-    """repr-like quoting of each value, for reasons an operator can read."""
-    return "'" + values.astype("string").fillna("").str.slice(0, 80) + "'"
+    """Each value quoted for a reason an operator reads: control characters and invalid
+    UTF-8 escaped, long values cut."""
+    shown = values.astype(object).map(lambda v: "" if v is None or v is pd.NA else printable_id(v))
+    return "'" + shown.str.slice(0, 80) + "'"
 
 
-def first_reason(checks: list[tuple[pd.Series, pd.Series | str]], index: pd.Index) -> pd.Series:
-    """The reason of the first failing check per row (NA where every check passes)."""
+Reason = str | Callable[[pd.Index], pd.Series]
+
+
+def first_reason(checks: Sequence[tuple[pd.Series, Reason]], index: pd.Index) -> pd.Series:
+    """The reason of the first failing check per row (NA where every check passes). A
+    reason is a text, or a function of the failing rows' index that words it for them:
+    values are quoted only for the rows that need it."""
     reasons = pd.Series(pd.NA, index=index, dtype="string")
-    for failed, reason in reversed(checks):
-        reasons = reasons.mask(failed.fillna(False).astype(bool), reason)
+    undecided = pd.Series(True, index=index)
+    for failed, reason in checks:
+        hit = failed.fillna(False).astype(bool) & undecided
+        if hit.any():
+            rows = hit[hit].index
+            reasons[rows] = reason if isinstance(reason, str) else reason(rows)
+            undecided &= ~hit
     return reasons

@@ -7,6 +7,7 @@ import asyncio
 import socket
 import ssl
 import threading
+import time
 from dataclasses import dataclass, field
 from email import message_from_bytes, policy
 from email.message import EmailMessage
@@ -31,6 +32,7 @@ class SmtpSink:
     messages: list[EmailMessage] = field(default_factory=list)
     faults: dict[str, str] = field(default_factory=dict)
     data_seen: list[str] = field(default_factory=list)  # keys whose content reached us
+    data_at: list[float] = field(default_factory=list)  # time.monotonic() of each, in order
     delay: float = 0.0  # seconds to think before answering DATA: a slow server
     gate: threading.Event = field(default_factory=threading.Event)  # DATA waits while unset
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -99,6 +101,7 @@ class _Handler:
                      None)
         with self.sink.lock:
             self.sink.data_seen.append(str(message["X-Dueflow-Key"]))
+            self.sink.data_at.append(time.monotonic())
         if self.sink.delay:
             await asyncio.sleep(self.sink.delay)
         while not self.sink.gate.is_set():

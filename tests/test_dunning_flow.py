@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import date, timedelta
 
 import pandas as pd
+from sqlalchemy import text
 
 from flows.nightly_alerts import nightly_alerts
 from sql import statement
@@ -68,7 +69,7 @@ def test_dunning_calendar_delivers_exactly_the_expected_emails(run_env, smtp_sin
     reminder = messages["dunning/spanish/REMINDED_1"]
     assert reminder["To"] == "es@clients.example"
     body = reminder.get_body(("plain",)).get_content()
-    assert "F-spanish" in body and "980,40 EUR" in body and "Vencimiento" in body
+    assert "F-spanish" in body and "980,40\xa0€" in body and "Vencimiento" in body
     firm = messages["dunning/overdue/REMINDED_2"].get_body(("plain",)).get_content()
     assert "Please settle it now" in firm
     escalation = messages["dunning/overdue/OVERDUE"]
@@ -76,7 +77,7 @@ def test_dunning_calendar_delivers_exactly_the_expected_emails(run_env, smtp_sin
     history = escalation.get_body(("plain",)).get_content()
     assert f"REMINDED_1 reserved by the run of {day(7)}: sent" in history
     assert f"REMINDED_2 reserved by the run of {day(13)}: sent" in history
-    assert "en@clients.example" in history and "980.40 EUR" in history
+    assert "en@clients.example" in history and "€980.40" in history
 
     state = db.read_frame(db.engine_for(url), statement("invoice_state"), {})
     states = dict(zip(state["invoice_id"], state["state"], strict=True))
@@ -144,5 +145,12 @@ def test_stale_runs_cannot_skip_or_repeat_a_step(db_url):
     # A run dated day 10 thinks R1 was on day 5 or earlier: too early for R2.
     assert not db.reserve(engine, "dunning", candidate("REMINDED_2", 2, day(5)), day(10), None)
     assert not db.reserve(engine, "dunning", candidate("OVERDUE", 3, day(19)), day(26), None)
-    assert db.reserve(engine, "dunning", candidate("REMINDED_2", 2, day(7)), day(12), None)
+    # The hold rule: while R1 has not gone out, R2 is never due, whatever the dates say.
     assert not db.reserve(engine, "dunning", candidate("REMINDED_2", 2, day(7)), day(12), None)
+    with engine.begin() as conn:  # R1 goes out on day 8 (a retry by the run of day 8)
+        conn.execute(text("UPDATE dueflow_ledger SET status = 'sent', attempt_as_of = :d"),
+                     {"d": day(8).isoformat()})
+    # A step is dated by the run that got it out: day 8, so R2 is not due on day 12.
+    assert not db.reserve(engine, "dunning", candidate("REMINDED_2", 2, day(7)), day(12), None)
+    assert db.reserve(engine, "dunning", candidate("REMINDED_2", 2, day(8)), day(13), None)
+    assert not db.reserve(engine, "dunning", candidate("REMINDED_2", 2, day(8)), day(13), None)

@@ -130,7 +130,7 @@ def test_bad_invoices_are_quarantined_and_the_rest_proceed():
         "inv-1": "amount missing or not a number",
         "inv-2": "client 'ghost' not found",
         "inv-3": "unknown currency 'XXX'",
-        "inv-4": "sent_at missing or not a timestamp",
+        "inv-4": "sent_at missing or not a valid timestamp",
         "inv-5": "unknown status 'disputed'",
     }
     assert decision.to_reserve["key"].tolist() == ["dunning/inv-0/REMINDED_1"]

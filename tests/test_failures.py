@@ -10,8 +10,14 @@ from sqlalchemy import inspect, text
 
 from flows.nightly_alerts import nightly_alerts
 from tasks import db
+from tasks.core.addresses import Mailbox
+from tasks.core.message import OutgoingEmail, message_id_for
+from tasks.deliver import DeliverySettings, Recipient, deliver_batch
+from tasks.mail import parse_mail_url
 from tests.factories import contract, insert, race
 from tests.smtp_server import free_port
+
+SENDER = Mailbox("alerts@dueflow.test")
 
 AS_OF = date(2027, 1, 1)
 RENEWAL = AS_OF + timedelta(days=30)
@@ -102,62 +108,66 @@ def test_a_retry_stops_when_the_invoice_was_paid_meanwhile(run_env, smtp_sink):
     assert smtp_sink.keys() == []
 
 
-def test_concurrent_claims_never_retry_the_same_row(db_url):
+def reserved(db_url: str, ids: list[str], store: bool = True) -> list[OutgoingEmail]:
+    """Reserve a 30-day alert for each contract id, with its message stored (as the flow
+    does before delivery); returns the stored emails."""
     engine = db.engine_for(db_url)
-    insert(db_url, "contracts", [contract(f"c{n}", RENEWAL) for n in range(300)])
-    candidates = pd.DataFrame({
-        "key": [key(f"c{n}") for n in range(300)], "subject_id": [f"c{n}" for n in range(300)],
-        "cycle": RENEWAL.isoformat(), "step": "30d", "step_rank": 30,
-        "recipient": "x@example.com", "previous_by": None})
-    db.reserve(engine, "renewal", candidates, AS_OF, None)
-    db.store_messages(engine, [{"key": k, "recipient": "x@example.com", "subject": "s",
-                                "body_text": "t", "body_html": "h", "message_id": "<m>"}
-                               for k in candidates["key"]])
-    db.record_outcomes(engine, [db.outcome_row(k, "failed", None, "451 later")
-                                for k in candidates["key"]])
-    claimed = race(engine, [
-        lambda i=i: db.claim_retries(engine, AS_OF, f"run-{i}", max_attempts=3)["key"].tolist()
-        for i in range(4)])
-    everything = [k for keys in claimed for k in keys]
-    assert sorted(everything) == sorted(candidates["key"])  # each claimed exactly once
-    assert set(db.ledger_rows(engine)["attempts"]) == {2}
+    db.reserve(engine, "renewal", pd.DataFrame({
+        "key": [key(c) for c in ids], "subject_id": ids, "cycle": RENEWAL.isoformat(),
+        "step": "30d", "step_rank": 30, "recipient": [f"{c}@example.com" for c in ids],
+        "previous_by": None}), AS_OF, None)
+    emails = [OutgoingEmail(key(c), f"{c}@example.com", "Renewal", "text", "<p>html</p>",
+                            message_id_for(key(c), SENDER)) for c in ids]
+    if store:
+        db.store_messages(engine, [e.as_row() for e in emails])
+    return emails
+
+
+def delivery_settings(db_url: str, port: int) -> DeliverySettings:
+    return DeliverySettings(parse_mail_url(f"smtp://127.0.0.1:{port}"), SENDER, db_url, AS_OF,
+                            timedelta(0))
+
+
+def test_concurrent_requeues_never_retry_the_same_row(db_url):
+    engine = db.engine_for(db_url)
+    ids = [f"c{n}" for n in range(300)]
+    insert(db_url, "contracts", [contract(c, RENEWAL) for c in ids])
+    reserved(db_url, ids)
+    with engine.begin() as conn:
+        conn.execute(text("UPDATE dueflow_ledger SET status = 'failed', error = '451 later'"))
+    requeued = race(engine, [
+        lambda i=i: db.requeue_failed(engine, AS_OF, f"run-{i}", max_attempts=3) for i in range(4)])
+    everything = [k for keys in requeued for k in keys]
+    assert sorted(everything) == sorted(key(c) for c in ids)  # each requeued exactly once
+    assert set(db.ledger_rows(engine)["status"]) == {"pending"}
 
 
 def test_a_batch_executed_twice_sends_nothing_twice(db_url, smtp_sink):
     """A task runner may run a delivery batch again (a lost Dask worker, a re-run task):
     the batch claims its rows before sending, so the second execution sends none."""
-    from tasks.compose import OutgoingEmail
-    from tasks.deliver import deliver_batch
-    from tasks.mail import parse_mail_url
-
-    engine = db.engine_for(db_url)
     ids = [f"c{n}" for n in range(5)]
     insert(db_url, "contracts", [contract(c, RENEWAL) for c in ids])
-    db.reserve(engine, "renewal", pd.DataFrame({
-        "key": [key(c) for c in ids], "subject_id": ids, "cycle": RENEWAL.isoformat(),
-        "step": "30d", "step_rank": 30, "recipient": "x@example.com", "previous_by": None}),
-        AS_OF, None)
-    emails = [OutgoingEmail(key(c), f"{c}@example.com", "Renewal", "text", "<p>html</p>",
-                            f"<{c}@dueflow>") for c in ids]
-    db.store_messages(engine, [e.as_row() for e in emails])
+    emails = reserved(db_url, ids)
     smtp_sink.faults["c4@example.com"] = "drop_before_data_reply"  # unknown outcome: pending
-    mail = parse_mail_url(f"smtp://127.0.0.1:{smtp_sink.port}")
+    settings = delivery_settings(db_url, smtp_sink.port)
+    items = [Recipient(e.key, e.recipient) for e in emails]
 
-    first = deliver_batch.fn(emails, mail, "dueflow@example.com", db_url)
-    again = deliver_batch.fn(emails, mail, "dueflow@example.com", db_url)
+    first = deliver_batch.fn(items, settings)
+    again = deliver_batch.fn(items, settings)
 
     assert sorted(smtp_sink.keys()) == sorted(key(c) for c in ids[:4])  # each once
     assert [d.status for d in first] == ["sent"] * 4 + ["pending"]
-    assert {d.key: d.status for d in again} == statuses(db_url)
+    assert [d.status for d in again] == ["already handled"] * 4 + ["pending"]  # c4 is in doubt
     assert all("not sent again" in (d.detail or "") for d in again)
-    # A retry is a new attempt: claim_retries clears the claim, and the row goes out.
+    # An operator settles the unknown one as failed: the next attempt sends it.
+    engine = db.engine_for(db_url)
     db.resolve_pending(engine, key("c4"), "failed", "operator: not received")
     smtp_sink.faults.clear()
-    claimed = db.claim_retries(engine, AS_OF, None, max_attempts=3)
-    retried = deliver_batch.fn([e for e in emails if e.key in set(claimed["key"])], mail,
-                               "dueflow@example.com", db_url)
-    assert [(d.key, d.status) for d in retried] == [(key("c4"), "sent")]
+    assert db.requeue_failed(engine, AS_OF, None, max_attempts=3) == [key("c4")]
+    retried = deliver_batch.fn(items, settings)
+    assert [(d.key, d.status) for d in retried if d.status == "sent"] == [(key("c4"), "sent")]
     assert sorted(smtp_sink.keys()) == sorted(key(c) for c in ids)
+    assert db.ledger_rows(engine).set_index("key").loc[key("c4"), "attempts"] == 2
 
 
 def test_init_db_brings_an_earlier_ledger_up_to_date(db_url):
@@ -175,25 +185,19 @@ def test_init_db_brings_an_earlier_ledger_up_to_date(db_url):
 
 
 def test_report_tells_pending_rows_never_handed_to_smtp(db_url, smtp_sink):
-    """A pending row whose batch never claimed it was surely not sent; one it claimed may
-    have been: the run report tells them apart for the operator."""
-    from tasks.compose import OutgoingEmail
-    from tasks.deliver import deliver_batch
-    from tasks.mail import parse_mail_url
+    """A pending row no delivery claimed was surely not sent; one it claimed may have
+    been: the run report tells them apart for the operator."""
     from tasks.report import ROW_COLUMNS, markdown, summarize
 
     engine = db.engine_for(db_url)
-    db.reserve(engine, "renewal", pd.DataFrame({
-        "key": [key("lost"), key("unknown")], "subject_id": ["lost", "unknown"],
-        "cycle": RENEWAL.isoformat(), "step": "30d", "step_rank": 30,
-        "recipient": "x@example.com", "previous_by": None}), AS_OF, None)
+    emails = reserved(db_url, ["lost", "unknown"])
     smtp_sink.faults["unknown@example.com"] = "drop_before_data_reply"
-    deliver_batch.fn([OutgoingEmail(key("unknown"), "unknown@example.com", "s", "t", "<p>h</p>",
-                                    "<u@dueflow>")],
-                     parse_mail_url(f"smtp://127.0.0.1:{smtp_sink.port}"), "d@example.com", db_url)
+    deliver_batch.fn([Recipient(emails[1].key, emails[1].recipient)],
+                     delivery_settings(db_url, smtp_sink.port))
     report = markdown(summarize(AS_OF, False, None, pd.DataFrame(columns=list(ROW_COLUMNS)),
                                 db.unsettled_counts(engine), db.unsettled_rows(engine)))
     lines = {line.split("`")[1]: line for line in report.splitlines()
              if line.startswith("| pending | `")}
     assert "never handed to SMTP" in lines[key("lost")]
     assert "never handed to SMTP" not in lines[key("unknown")]
+    assert db.unsettled_counts(engine) == {"pending": 1, "failed": 0, "unsent": 1}

@@ -50,7 +50,7 @@ def test_llm_paragraph_is_stored_before_sending_and_facts_stay_true(run_env, smt
     assert PARAGRAPH in row["body_text"]
     sent = smtp_sink.by_key()["dunning/inv-1/REMINDED_1"].get_body(("plain",)).get_content()
     assert sent.replace("\r\n", "\n") == row["body_text"].replace("\r\n", "\n")
-    assert "F-inv-1" in sent and "980.40 EUR" in sent  # the facts come from the template
+    assert "F-inv-1" in sent and "€980.40" in sent  # the facts come from the template
 
 
 def test_a_rejected_draft_falls_back_and_the_email_keeps_the_true_amount(run_env, smtp_sink, llm):
@@ -61,7 +61,7 @@ def test_a_rejected_draft_falls_back_and_the_email_keeps_the_true_amount(run_env
     summary = nightly_alerts(as_of=DAY0 + timedelta(days=7))
     assert summary.sent == 1 and summary.llm_usage()["template"] == 1
     body = smtp_sink.by_key()["dunning/inv-1/REMINDED_1"].get_body(("plain",)).get_content()
-    assert "50.00" not in body and "https://" not in body and "980.40 EUR" in body
+    assert "50.00" not in body and "https://" not in body and "€980.40" in body
     note = db.read_frame(db.engine_for(url), "SELECT draft_source, draft_note FROM dueflow_ledger",
                          {}).iloc[0]
     assert note["draft_source"] == "template" and note["draft_note"].startswith("rejected")

@@ -13,10 +13,12 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from tasks.compose import OutgoingEmail
+from tasks.core.addresses import parse_mailbox
+from tasks.core.message import OutgoingEmail
 from tasks.mail import open_transport, parse_mail_url
 from tests.smtp_server import SmtpSink
 
+SENDER = parse_mailbox("alerts@corp.example", "DUEFLOW_MAIL_FROM")
 EMAIL = OutgoingEmail("renewal/c-1/2027-03-01/30d", "owner@example.com", "Renewal", "text\n",
                       "<p>html</p>", "<abc@example.com>")
 
@@ -53,17 +55,17 @@ def test_tls_with_login(certificate, tls, scheme):
         url = f"{scheme}://alerts%40corp.example:p%40ss%3Aword@127.0.0.1:{sink.port}?cafile={certificate}"
         config = parse_mail_url(url)
         assert "p@ss:word" not in repr(config) and "p@ss:word" not in config.describe()
-        with open_transport(config, "alerts@corp.example") as transport:
+        with open_transport(config, SENDER) as transport:
             result = transport.send(EMAIL)
         assert result.status == "sent", result
         assert sink.keys() == [EMAIL.key]
 
         wrong = url.replace("p%40ss%3Aword", "nope")
-        with open_transport(parse_mail_url(wrong), "alerts@corp.example") as transport:
+        with open_transport(parse_mail_url(wrong), SENDER) as transport:
             refused = transport.send(EMAIL)
         assert refused.status == "failed" and "connect" in (refused.error or "")
         untrusted = url.split("?")[0]  # without our CA the certificate is not trusted
-        with open_transport(parse_mail_url(untrusted), "alerts@corp.example") as transport:
+        with open_transport(parse_mail_url(untrusted), SENDER) as transport:
             assert transport.send(EMAIL).status == "failed"
         assert sink.keys() == [EMAIL.key]
     finally:
@@ -75,7 +77,7 @@ def test_connection_is_reused_across_messages():
     sink.start()
     try:
         emails = [OutgoingEmail(f"k{n}", "x@example.com", "s", "t", "h", f"<{n}@b>") for n in range(5)]
-        with open_transport(parse_mail_url(f"smtp://127.0.0.1:{sink.port}"), "a@b.example") as t:
+        with open_transport(parse_mail_url(f"smtp://127.0.0.1:{sink.port}"), SENDER) as t:
             assert [t.send(email).status for email in emails] == ["sent"] * 5
         assert len(sink.keys()) == 5 and sink.ehlos == 1  # one conversation for all five
     finally:
@@ -84,7 +86,7 @@ def test_connection_is_reused_across_messages():
 
 def test_file_outbox_writes_one_eml_per_key(tmp_path):
     outbox = tmp_path / "outbox"
-    with open_transport(parse_mail_url(f"file://{outbox}"), "a@b.example") as transport:
+    with open_transport(parse_mail_url(f"file://{outbox}"), SENDER) as transport:
         assert transport.send(EMAIL).status == "sent"
     [eml] = outbox.glob("*.eml")
     text = eml.read_text()

@@ -9,7 +9,8 @@ from sqlalchemy import text
 
 from flows.nightly_alerts import nightly_alerts
 from tasks import db
-from tasks.compose import message_id_for
+from tasks.core.addresses import Mailbox
+from tasks.core.message import message_id_for
 from tests.factories import contract, insert
 
 START = date(2027, 1, 1)
@@ -80,7 +81,7 @@ def test_ninety_day_calendar_delivers_each_alert_exactly_once(run_env, smtp_sink
     assert set(ledger["status"]) == {"sent"}
     assert sorted(ledger["key"]) == sorted(received)
     for key, message in smtp_sink.by_key().items():
-        assert message["Message-ID"] == message_id_for(key, "alerts@dueflow.test")
+        assert message["Message-ID"] == message_id_for(key, Mailbox("alerts@dueflow.test"))
         assert message["To"] == key.split("/")[1] + "@example.com"
 
 
@@ -118,7 +119,7 @@ def test_bad_rows_are_quarantined_and_good_rows_still_sent(run_env, smtp_sink):
     stored = db.read_frame(db.engine_for(url),
                            "SELECT source_id, reason, times_seen FROM dueflow_quarantine", {})
     assert dict(zip(stored["source_id"], stored["reason"], strict=True)) == {
-        "no-date": "renewal_date missing or not a date",
+        "no-date": "renewal_date missing or not a valid date",
         "bad-mail": "notify_email is not a valid address: 'finance at example'",
         "odd-status": "unknown status 'suspended'",
         "bad-currency": "unknown currency 'EURO'",

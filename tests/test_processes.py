@@ -8,12 +8,15 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from datetime import date, timedelta
 from pathlib import Path
 
 import pytest
 
+from flows.nightly_alerts import DELIVERY_WORKERS
 from tasks import db
+from tasks.deliver import GROUP_MAX
 from tests.factories import contract, insert, wait_for
 
 AS_OF = date(2027, 1, 1)
@@ -44,6 +47,45 @@ def due_contracts(url: str, n: int) -> set[str]:
     return {f"renewal/{r['id']}/{r['renewal_date']}/{[60, 30, 15][i % 3]}d" for i, r in enumerate(rows)}
 
 
+def ledger_by_claim(url: str) -> tuple[set[str], set[str], set[str]]:
+    """(sent, pending and claimed — in doubt, pending and unclaimed — never handed to SMTP)."""
+    rows = db.read_frame(db.engine_for(url), "SELECT key, status, sending_at FROM dueflow_ledger", {})
+    pending = rows["status"] == "pending"
+    return (set(rows.loc[rows["status"] == "sent", "key"]),
+            set(rows.loc[pending & rows["sending_at"].notna(), "key"]),
+            set(rows.loc[pending & rows["sending_at"].isna(), "key"]))
+
+
+def assert_stopped_mid_delivery_then_rerun(db_url: str, smtp_sink, cli_env: dict[str, str],
+                                           tmp_path: Path, expected: set[str],
+                                           received_before: set[str]) -> None:
+    """After a run stopped mid-delivery: nothing sent is lost or doubled, at most one group
+    per delivery thread is in doubt, and a rerun sends everything never handed to SMTP."""
+    assert 10 <= len(received_before) < len(expected), "the stop did not land mid-delivery"
+    assert set(db.ledger_rows(db.engine_for(db_url))["key"]) == expected  # reserved first (G2)
+    sent, in_doubt, unsent = ledger_by_claim(db_url)
+    assert sent <= received_before  # nothing is marked sent that was not received
+    assert received_before - sent <= in_doubt  # delivered but unrecorded: in doubt, not lost
+    assert not (unsent & set(smtp_sink.data_seen))  # unclaimed rows never reached the server
+    assert len(in_doubt) <= DELIVERY_WORKERS * GROUP_MAX, in_doubt
+
+    smtp_sink.delay = 0
+    rerun = start(["run", "--as-of", AS_OF.isoformat()], cli_env, tmp_path)
+    out, err = rerun.communicate(timeout=120)
+    assert rerun.returncode == 0, err
+    received = smtp_sink.keys()
+    assert len(received) == len(set(received)), "a key was received twice"
+    assert set(received) == received_before | unsent  # every unclaimed row went out, once
+    after_sent, after_doubt, after_unsent = ledger_by_claim(db_url)
+    assert after_doubt == in_doubt and not after_unsent  # in doubt stays for an operator (G3)
+    assert after_sent == expected - in_doubt
+    if in_doubt:
+        assert "Ledger needs attention" in out
+        listed = start(["ledger", "--status", "pending", "--json"], cli_env, tmp_path)
+        out, _ = listed.communicate(timeout=60)
+        assert {json.loads(line)["key"] for line in out.splitlines()} == in_doubt
+
+
 def test_sigkill_mid_delivery_loses_nothing_and_sends_nothing_twice(cli_env, db_url, smtp_sink,
                                                                      tmp_path):
     expected = due_contracts(db_url, 60)
@@ -52,28 +94,26 @@ def test_sigkill_mid_delivery_loses_nothing_and_sends_nothing_twice(cli_env, db_
     wait_for(lambda: len(smtp_sink.keys()) >= 10, "10 emails received", 90, interval=0.02)
     run.send_signal(signal.SIGKILL)
     run.wait(30)
-    received_before = set(smtp_sink.keys())
-    assert 10 <= len(received_before) < len(expected), "the kill did not land mid-delivery"
+    assert_stopped_mid_delivery_then_rerun(db_url, smtp_sink, cli_env, tmp_path, expected,
+                                           set(smtp_sink.keys()))
 
-    after_kill = db.ledger_rows(db.engine_for(db_url))
-    assert set(after_kill["key"]) == expected  # everything was reserved before sending (G2)
-    sent = set(after_kill.loc[after_kill["status"] == "sent", "key"])
-    pending = set(after_kill.loc[after_kill["status"] == "pending", "key"])
-    assert sent <= received_before  # nothing is marked sent that was not received
-    assert pending == expected - sent  # reserved and unconfirmed: visibly pending (G3)
-    assert received_before - sent <= pending  # delivered but unrecorded: pending, not lost
 
-    smtp_sink.delay = 0
-    rerun = start(["run", "--as-of", AS_OF.isoformat()], cli_env, tmp_path)
-    out, err = rerun.communicate(timeout=120)
-    assert rerun.returncode == 0, err
-    assert "Ledger needs attention" in out
-    received = smtp_sink.keys()
-    assert len(received) == len(set(received)), "a key was received twice"
-    assert set(received) == received_before  # pending rows are never resent automatically
-    listed = start(["ledger", "--status", "pending", "--json"], cli_env, tmp_path)
-    out, _ = listed.communicate(timeout=60)
-    assert {json.loads(line)["key"] for line in out.splitlines()} == pending
+def test_sigint_stops_handing_emails_to_smtp_within_a_second(cli_env, db_url, smtp_sink, tmp_path):
+    expected = due_contracts(db_url, 60)
+    smtp_sink.delay = 0.1
+    run = start(["run", "--as-of", AS_OF.isoformat()], cli_env, tmp_path)
+    wait_for(lambda: len(smtp_sink.keys()) >= 10, "10 emails received", 90, interval=0.02)
+    signalled = time.monotonic()
+    run.send_signal(signal.SIGINT)
+    out, err = run.communicate(timeout=60)
+    assert run.returncode == 130, (out, err)
+    assert "Traceback" not in err and "interrupted" in err
+    # No email was handed to SMTP later than a second after the signal (sends already in
+    # flight, 0.1 s each here, may finish).
+    assert smtp_sink.data_at[-1] - signalled < 1.0, smtp_sink.data_at[-1] - signalled
+    assert "not sent" in out  # the summary says what was left for the next run
+    assert_stopped_mid_delivery_then_rerun(db_url, smtp_sink, cli_env, tmp_path, expected,
+                                           set(smtp_sink.keys()))
 
 
 def test_operator_resolves_pending_rows(cli_env, db_url, smtp_sink, tmp_path):
@@ -93,7 +133,7 @@ def test_operator_resolves_pending_rows(cli_env, db_url, smtp_sink, tmp_path):
         assert f"pending → {outcome}" in out
     again = start(["resolve", delivered_key, "--as", "failed"], cli_env, tmp_path)
     _, err = again.communicate(timeout=60)
-    assert again.returncode == 2 and "no pending ledger row" in err
+    assert again.returncode == 2 and "not pending (sent): left as it is" in err
     retry = start(["run", "--as-of", AS_OF.isoformat()], cli_env | {"DUEFLOW_RUN_LOCK": "on"},
                   tmp_path)
     out, err = retry.communicate(timeout=120)

@@ -168,7 +168,7 @@ def test_bad_rows_are_quarantined_with_a_reason_and_good_rows_kept():
     decision = due_renewal_alerts(contracts, pd.DataFrame(columns=HISTORY_COLUMNS), as_of, [60, 30])
     reasons = dict(zip(decision.quarantined["source_id"], decision.quarantined["reason"], strict=True))
     assert reasons == {
-        "c-1": "renewal_date missing or not a date",
+        "c-1": "renewal_date missing or not a valid date",
         "c-2": "unknown status 'paused'",
         "c-3": "status missing",
         "c-4": "notify_email is not a valid address: 'not an address'",

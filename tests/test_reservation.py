@@ -146,13 +146,15 @@ def test_keys_with_awkward_characters_round_trip(db_url):
 
 def test_stored_messages_round_trip_and_settled_rows_keep_theirs(db_url, monkeypatch):
     """store_messages writes each message onto its own pending row, byte for byte, across
-    statement chunks; a row already settled is not overwritten."""
+    statement chunks; a row already settled is not overwritten, and neither is a message
+    stored before (the first one stays: whoever sends the key sends the ledger's text)."""
     monkeypatch.setattr(db, "STORE_CHUNK", 3)  # several chunks in one transaction
     engine = db.engine_for(db_url)
     ids = list(range(8))
     db.reserve(engine, "renewal", candidates(ids), AS_OF, None)
     keys = sorted(candidates(ids)["key"])
-    db.record_outcomes(engine, [db.outcome_row(keys[0], "sent", "250 OK", None)])
+    with engine.begin() as conn:
+        conn.execute(text("UPDATE dueflow_ledger SET status = 'sent' WHERE key = :k"), {"k": keys[0]})
     awkward = 'Dear "client", {x} \\ 100 € NULL, \'quoted\'\nline two\ttab'
     messages = [{"key": k, "recipient": f"owner{n}@example.com", "subject": f"Renewal {n}",
                  "body_text": f"{awkward} {n}", "body_html": None if n % 2 else f"<p>{awkward}</p>",
@@ -160,6 +162,7 @@ def test_stored_messages_round_trip_and_settled_rows_keep_theirs(db_url, monkeyp
                  "draft_note": "firm" if n == 3 else None}
                 for n, k in enumerate(keys)]
     db.store_messages(engine, messages)
+    db.store_messages(engine, [m | {"subject": "a second rendering"} for m in messages])
     stored = db.read_frame(engine, "SELECT key, attempts, recipient, subject, body_text, body_html,"
                            " message_id, draft_source, draft_note FROM dueflow_ledger", {}
                            ).set_index("key")
@@ -169,7 +172,7 @@ def test_stored_messages_round_trip_and_settled_rows_keep_theirs(db_url, monkeyp
         for field in ("recipient", "subject", "body_text", "body_html", "message_id",
                       "draft_source", "draft_note"):
             assert (None if pd.isna(row[field]) else row[field]) == message[field], field
-        assert row["attempts"] == 1
+        assert row["attempts"] == 0  # counted when a delivery claims it
 
 
 def test_array_literals_never_shift_values():

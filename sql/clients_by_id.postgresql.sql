@@ -1,0 +1,4 @@
+-- The clients of the invoices in invoices_by_id.
+SELECT id, name, email, locale, notes, dunning_paused
+FROM clients
+WHERE id = ANY(CAST(:ids AS text[]))

@@ -1,0 +1,128 @@
+"""Idempotency keys, part of the public contract (DESIGN.md), built and parsed here only:
+
+    renewal/{contract_id}/{renewal_date:YYYY-MM-DD}/{lead}d
+    dunning/{invoice_id}/{STEP}
+
+A key is read from the right: its last parts have fixed forms, so any id (slashes
+included) gives one key and one key gives back its id. Ids that cannot be carried
+safely in a header (control characters, invalid UTF-8, over MAX_ID_CHARS) are refused
+by `id_problems` and quarantined before any key is made from them (G6).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import date
+from enum import StrEnum
+from typing import NewType
+
+import pandas as pd
+
+Key = NewType("Key", str)
+MAX_ID_CHARS = 200
+
+
+class Job(StrEnum):
+    RENEWAL = "renewal"
+    DUNNING = "dunning"
+
+
+class DunningStep(StrEnum):
+    """The emails of the dunning state machine, in order; SENT (rank 0) is the invoice itself."""
+
+    REMINDED_1 = "REMINDED_1"
+    REMINDED_2 = "REMINDED_2"
+    OVERDUE = "OVERDUE"
+
+    @property
+    def rank(self) -> int:
+        return DUNNING_STEPS.index(self) + 1
+
+    @classmethod
+    def of_rank(cls, rank: int) -> DunningStep:
+        return DUNNING_STEPS[rank - 1]
+
+
+DUNNING_STEPS = tuple(DunningStep)
+# Reminders go to the client; the last step goes to a person (DUEFLOW_ESCALATION_TO).
+CLIENT_STEPS = (DunningStep.REMINDED_1, DunningStep.REMINDED_2)
+
+
+def renewal_key(contract_id: str, renewal_date: date | str, lead: int) -> Key:
+    cycle = renewal_date.isoformat() if isinstance(renewal_date, date) else renewal_date
+    return Key(f"{Job.RENEWAL}/{contract_id}/{cycle}/{int(lead)}d")
+
+
+def dunning_key(invoice_id: str, step: DunningStep | str) -> Key:
+    return Key(f"{Job.DUNNING}/{invoice_id}/{DunningStep(step)}")
+
+
+def renewal_keys(ids: pd.Series, cycles: pd.Series, leads: pd.Series) -> pd.Series:
+    """`renewal_key` over columns (ids checked, cycles as YYYY-MM-DD, leads as days)."""
+    return f"{Job.RENEWAL}/" + ids + "/" + cycles + "/" + leads.astype("string") + "d"
+
+
+def dunning_keys(ids: pd.Series, steps: pd.Series) -> pd.Series:
+    return f"{Job.DUNNING}/" + ids + "/" + steps.astype("string")
+
+
+@dataclass(frozen=True)
+class ParsedKey:
+    job: Job
+    subject_id: str
+    cycle: str  # renewal: the renewal date; dunning: ''
+    step: str  # '30d' | 'REMINDED_1' …
+    step_rank: int  # renewal: lead days; dunning: 1, 2, 3
+
+
+_RENEWAL_TAIL = re.compile(r"/(\d{4}-\d{2}-\d{2})/(\d+)d\Z")
+
+
+def parse_key(key: str) -> ParsedKey:
+    """The parts of a key; ValueError for anything `renewal_key`/`dunning_key` cannot make."""
+    job, _, rest = key.partition("/")
+    if job == Job.RENEWAL and (tail := _RENEWAL_TAIL.search(rest)) and tail.start() > 0:
+        return ParsedKey(Job.RENEWAL, rest[: tail.start()], tail.group(1), f"{tail.group(2)}d",
+                         int(tail.group(2)))
+    if job == Job.DUNNING:
+        subject_id, _, step = rest.rpartition("/")
+        if subject_id and step in DUNNING_STEPS:
+            parsed = DunningStep(step)
+            return ParsedKey(Job.DUNNING, subject_id, "", parsed.value, parsed.rank)
+    raise ValueError(f"not a dueflow key: {key[:80]!r}")
+
+
+# Characters no id may hold: C0/C1 controls (CR, LF, NUL, TAB …), the Unicode line and
+# paragraph separators, and lone surrogates (how invalid UTF-8 arrives from SQLite).
+_UNSAFE_ID = r"[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]"
+
+
+def id_problems(ids: pd.Series, what: str = "id") -> pd.Series:
+    """Why each id cannot make a key (NA where it can): missing or blank, invalid UTF-8,
+    control characters, or longer than MAX_ID_CHARS."""
+    text = ids.astype("string")
+    problems = pd.Series(pd.NA, index=ids.index, dtype="string")
+    checks = [
+        (text.isna() | (text.str.strip() == ""), f"{what} missing"),
+        (text.str.contains(r"[\ud800-\udfff]", regex=True), f"{what} is not valid UTF-8"),
+        (text.str.contains(_UNSAFE_ID, regex=True), f"{what} contains control characters"),
+        (text.str.len() > MAX_ID_CHARS, f"{what} longer than {MAX_ID_CHARS} characters"),
+    ]
+    for failed, reason in reversed(checks):
+        problems = problems.mask(failed.fillna(False).astype(bool), reason)
+    return problems
+
+
+def printable_id(value: object) -> str:
+    """An id as an operator can read and a database can store it, whatever it holds:
+    invalid UTF-8 and control characters escaped, long ids cut, missing ones named."""
+    if value is None or value is pd.NA or (isinstance(value, float) and value != value):
+        return "(missing id)"
+    text = str(value)
+    try:  # SQLite hands invalid UTF-8 over as surrogate escapes: show the bytes
+        text = text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:
+        text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    text = re.sub(_UNSAFE_ID, lambda m: repr(m.group())[1:-1], text)
+    return text if len(text) <= MAX_ID_CHARS else text[:MAX_ID_CHARS] + "…"

@@ -1,0 +1,101 @@
+"""Money: amounts travel as their exact decimal text and become `Decimal` to be shown,
+never a float; each currency is shown with its own minor units (JPY 0, EUR 2, KWD 3)
+and the reader's symbols and separators (Babel)."""
+
+from __future__ import annotations
+
+from decimal import Decimal, InvalidOperation
+from functools import cache
+
+import pandas as pd
+
+# ISO 4217 codes in circulation; an amount in anything else is quarantined.
+KNOWN_CURRENCIES = frozenset(
+    """
+    AED AFN ALL AMD ANG AOA ARS AUD AWG AZN BAM BBD BDT BGN BHD BIF BMD BND BOB BRL BSD BTN
+    BWP BYN BZD CAD CDF CHF CLP CNY COP CRC CUP CVE CZK DJF DKK DOP DZD EGP ERN ETB EUR FJD
+    FKP GBP GEL GHS GIP GMD GNF GTQ GYD HKD HNL HTG HUF IDR ILS INR IQD IRR ISK JMD JOD JPY
+    KES KGS KHR KMF KPW KRW KWD KYD KZT LAK LBP LKR LRD LSL LYD MAD MDL MGA MKD MMK MNT MOP
+    MRU MUR MVR MWK MXN MYR MZN NAD NGN NIO NOK NPR NZD OMR PAB PEN PGK PHP PKR PLN PYG QAR
+    RON RSD RUB RWF SAR SBD SCR SDG SEK SGD SHP SLE SOS SRD SSP STN SYP SZL THB TJS TMT TND
+    TOP TRY TTD TWD TZS UAH UGX USD UYU UZS VES VND VUV WST XAF XCD XOF XPF YER ZAR ZMW ZWL
+    """.split()
+)
+# A plain decimal number as databases print them (PostgreSQL numeric, SQLite's REAL text).
+_NUMBER = r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d{1,4})?"
+MAX_DIGITS = 30  # more significant digits than any ledger of money needs
+
+
+def known_currency(values: pd.Series) -> pd.Series:
+    return values.astype("string").isin(KNOWN_CURRENCIES).fillna(False).astype(bool)
+
+
+@cache
+def minor_units(currency: str) -> int:
+    """Decimals the currency is counted in: EUR 2, JPY 0, KWD 3."""
+    from babel.numbers import get_currency_precision
+
+    return int(get_currency_precision(currency))
+
+
+def to_decimal(text: object) -> Decimal | None:
+    """The exact value of an amount's text, or None when it is not a finite number."""
+    if text is None or text is pd.NA:
+        return None
+    value = str(text).strip()
+    if not pd.Series([value]).str.fullmatch(_NUMBER).iloc[0]:
+        return None
+    try:
+        return Decimal(value)
+    except InvalidOperation:  # pragma: no cover - the pattern admits only valid literals
+        return None
+
+
+def _decimals(amount: Decimal) -> int:
+    """Decimal places the value really uses (trailing zeros do not count)."""
+    _sign, digits, exponent = amount.as_tuple()
+    assert isinstance(exponent, int)
+    kept = list(digits)
+    while exponent < 0 and len(kept) > 1 and kept[-1] == 0:
+        kept.pop()
+        exponent += 1
+    return max(0, -exponent)
+
+
+def _significant(amount: Decimal) -> int:
+    return len(amount.as_tuple().digits)
+
+
+def amount_problems(amounts: pd.Series, currencies: pd.Series, *, positive: bool) -> pd.Series:
+    """Why each amount cannot be shown as money (NA where it can): missing or not a number,
+    zero or negative (`positive`, e.g. a credit note: nothing to collect) or negative,
+    or more decimals than its currency has. Currencies are checked on their own."""
+    text = amounts.astype("string").str.strip()
+    numeric = text.str.fullmatch(_NUMBER).fillna(False).astype(bool)
+    values = pd.Series([to_decimal(v) if ok else None for v, ok in zip(text, numeric, strict=True)],
+                       index=amounts.index, dtype=object)
+    problems = pd.Series(pd.NA, index=amounts.index, dtype="string")
+    for i, value in values.items():
+        if value is None:
+            problems[i] = "amount missing or not a number"
+        elif _significant(value) > MAX_DIGITS:
+            problems[i] = f"amount has more than {MAX_DIGITS} digits"
+        elif positive and value <= 0:
+            problems[i] = ("amount is zero: nothing to collect" if value == 0 else
+                           "amount is negative (a credit note): nothing to collect")
+        elif value < 0:
+            problems[i] = "amount is negative"
+        else:
+            currency = currencies.get(i)
+            if isinstance(currency, str) and currency in KNOWN_CURRENCIES and (
+                    _decimals(value) > (units := minor_units(currency))):
+                problems[i] = f"amount {text[i]} has more decimals than {currency} uses ({units})"
+    return problems
+
+
+def format_money(amount: Decimal | str, currency: str, locale: str) -> str:
+    """`amount` in `currency` as a reader of `locale` writes it: €1,450.00, 980,40 €, ¥1,450."""
+    from babel.numbers import format_currency
+
+    value = amount if isinstance(amount, Decimal) else Decimal(str(amount))
+    return str(format_currency(value, currency, locale=locale))
