@@ -172,12 +172,14 @@ def extract_frame(engine: Engine, sql: str, params: Mapping[str, Any]) -> pd.Dat
         with raw.cursor() as cursor:
             query = cursor.mogrify(compiled, dict(params)).decode()
             buffer = io.StringIO()
-            cursor.copy_expert(f"COPY ({query}) TO STDOUT WITH (FORMAT csv, HEADER true)", buffer)
+            # NULL as a control character, not as an empty field: an empty string stays ''.
+            cursor.copy_expert(f"COPY ({query}) TO STDOUT WITH (FORMAT csv, HEADER true,"
+                               f" NULL E'\\x1e')", buffer)
         raw.rollback()
     finally:
         raw.close()
     buffer.seek(0)
-    return pd.read_csv(buffer, dtype="string", keep_default_na=False, na_values=[""])
+    return pd.read_csv(buffer, dtype="string", keep_default_na=False, na_values=["\x1e"])
 
 
 def reserve(

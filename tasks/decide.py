@@ -292,7 +292,9 @@ def _invoices(invoices: pd.DataFrame, clients: pd.DataFrame, timezone: str, star
     paid = rows["paid_at"].notna() if "paid_at" in rows else pd.Series(False, index=rows.index)
     ended = status.isin(INVOICE_ENDED).fillna(False).astype(bool) | paid
     paused = flag_values(client["dunning_paused"])
-    participating = ~ended & ~paused.fillna(False).astype(bool)
+    # A client row counts only if it is the only one with its id: an invoice whose client
+    # is duplicated takes part, and is quarantined, whichever copy says "paused".
+    participating = ~ended & ~(paused.fillna(False).astype(bool) & (client_copies == 1))
     checked = relevant(participating)
 
     sent_date = business_dates(rows["sent_at"], timezone)

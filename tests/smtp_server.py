@@ -30,6 +30,7 @@ class SmtpSink:
 
     port: int = field(default_factory=free_port)
     messages: list[EmailMessage] = field(default_factory=list)
+    raw: list[bytes] = field(default_factory=list)  # each accepted message as it arrived
     faults: dict[str, str] = field(default_factory=dict)
     data_seen: list[str] = field(default_factory=list)  # keys whose content reached us
     data_at: list[float] = field(default_factory=list)  # time.monotonic() of each, in order
@@ -113,4 +114,5 @@ class _Handler:
             return "250 OK"  # never reaches the client: the connection is gone
         with self.sink.lock:
             self.sink.messages.append(message)
+            self.sink.raw.append(envelope.original_content or envelope.content)
         return "250 OK queued"

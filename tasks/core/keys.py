@@ -120,6 +120,8 @@ def printable_id(value: object) -> str:
     if value is None or value is pd.NA or (isinstance(value, float) and value != value):
         return "(missing id)"
     text = str(value)
+    if not text.strip():
+        return f"(blank id {text!r})"
     try:  # SQLite hands invalid UTF-8 over as surrogate escapes: show the bytes
         text = text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
     except UnicodeEncodeError:
