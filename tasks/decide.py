@@ -212,7 +212,8 @@ def renewal_alerts_for(contracts: pd.DataFrame, keys: pd.DataFrame, as_of: date)
     reason = _contract_reasons(rows, renewal, pd.Series(True, index=rows.index))
     facts = _renewal_rows(rows, reason.isna(), renewal, pd.Series(0, index=rows.index), as_of)
     facts = facts.drop(columns=["key", "step", "step_rank"])
-    wanted = keys.astype({"subject_id": "string", "cycle": "string"})
+    wanted = keys.loc[:, ["key", "subject_id", "cycle", "step_rank"]].astype(
+        {"subject_id": "string", "cycle": "string"})
     merged = wanted.merge(facts, on=["subject_id", "cycle"], how="left", indicator=True)
     found = merged["_merge"] == "both"
     by_id = dict(zip(rows["id"].astype("string"), reason, strict=True))

@@ -135,3 +135,15 @@ def run_env(monkeypatch, db_url, smtp_sink, prefect_server):
     monkeypatch.setenv("DUEFLOW_MAIL_FROM", "alerts@dueflow.test")
     monkeypatch.delenv("DUEFLOW_TIMEZONE", raising=False)
     return db_url
+
+
+@pytest.fixture
+def mail_env(smtp_sink, prefect_server) -> dict[str, str]:
+    """Environment of a `dueflow` process mailing this test's SMTP sink."""
+    return {"DUEFLOW_MAIL_URL": f"smtp://127.0.0.1:{smtp_sink.port}",
+            "DUEFLOW_MAIL_FROM": "alerts@dueflow.test", "PREFECT_API_URL": prefect_server}
+
+
+@pytest.fixture
+def cli_env(db_url, mail_env) -> dict[str, str]:
+    return mail_env | {"DUEFLOW_DATABASE_URL": db_url}

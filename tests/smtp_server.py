@@ -8,6 +8,7 @@ import socket
 import ssl
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from email import message_from_bytes, policy
 from email.message import EmailMessage
@@ -31,6 +32,8 @@ class SmtpSink:
     port: int = field(default_factory=free_port)
     messages: list[EmailMessage] = field(default_factory=list)
     raw: list[bytes] = field(default_factory=list)  # each accepted message as it arrived
+    envelope_from: list[str] = field(default_factory=list)  # MAIL FROM of each message
+    on_data: Callable[[str], None] | None = None  # called with each key as its DATA arrives
     faults: dict[str, str] = field(default_factory=dict)
     data_seen: list[str] = field(default_factory=list)  # keys whose content reached us
     data_at: list[float] = field(default_factory=list)  # time.monotonic() of each, in order
@@ -103,6 +106,10 @@ class _Handler:
         with self.sink.lock:
             self.sink.data_seen.append(str(message["X-Dueflow-Key"]))
             self.sink.data_at.append(time.monotonic())
+            self.sink.envelope_from.append(envelope.mail_from)
+        if self.sink.on_data is not None:
+            await asyncio.get_running_loop().run_in_executor(
+                None, self.sink.on_data, str(message["X-Dueflow-Key"]))
         if self.sink.delay:
             await asyncio.sleep(self.sink.delay)
         while not self.sink.gate.is_set():

@@ -154,3 +154,63 @@ def test_stale_runs_cannot_skip_or_repeat_a_step(db_url):
     assert not db.reserve(engine, "dunning", candidate("REMINDED_2", 2, day(7)), day(12), None)
     assert db.reserve(engine, "dunning", candidate("REMINDED_2", 2, day(8)), day(13), None)
     assert not db.reserve(engine, "dunning", candidate("REMINDED_2", 2, day(8)), day(13), None)
+
+
+def run_calendar(smtp_sink, days: list[int], **params) -> dict[int, list[str]]:
+    """Run the night of each of these days (each boundary and the night before it, which
+    is what can go wrong); what arrived on which day."""
+    received_on: dict[int, list[str]] = {}
+    for n in days:
+        before = set(smtp_sink.keys())
+        nightly_alerts(as_of=day(n), retry_backoff_minutes=0, **params)
+        if new := sorted(set(smtp_sink.keys()) - before):
+            received_on[n] = new
+    return received_on
+
+
+def test_a_step_that_did_not_go_out_holds_the_invoice(run_env, smtp_sink, monkeypatch):
+    """The hold rule: REMINDED_1 is refused by the client's server for three nights; no
+    REMINDED_2 comes while it is failed, and REMINDED_2 then counts its five days from
+    the night REMINDED_1 really went out — and says that date."""
+    url = run_env
+    monkeypatch.setenv("DUEFLOW_ESCALATION_TO", "collections@corp.example")
+    insert(url, "clients", [client("en"), client("ok")])
+    insert(url, "invoices", [invoice("held", "en", day(0).isoformat() + "T10:00:00+00:00"),
+                             invoice("free", "ok", day(0).isoformat() + "T10:00:00+00:00")])
+    smtp_sink.faults["en@clients.example"] = "rcpt_451"
+    refused = run_calendar(smtp_sink, [0, 6, 7, 8, 9], retry_max_attempts=9)
+    smtp_sink.faults.clear()
+    after = run_calendar(smtp_sink, [10, 11, 12, 14, 15, 18, 19, 21, 22, 29], retry_max_attempts=9)
+    assert refused == {7: ["dunning/free/REMINDED_1"]}
+    assert after == {10: ["dunning/held/REMINDED_1"], 12: ["dunning/free/REMINDED_2"],
+                     15: ["dunning/held/REMINDED_2"], 19: ["dunning/free/OVERDUE"],
+                     22: ["dunning/held/OVERDUE"]}
+    second = smtp_sink.by_key()["dunning/held/REMINDED_2"].get_body(("plain",)).get_content()
+    assert f"We wrote to you on {day(10).day} January 2027" in second
+    history = smtp_sink.by_key()["dunning/held/OVERDUE"].get_body(("plain",)).get_content()
+    assert "REMINDED_1" in history and day(10).isoformat() in history  # dated when it went out
+    steps = db.read_frame(db.engine_for(url), "SELECT key, attempts, as_of, attempt_as_of"
+                          " FROM dueflow_ledger WHERE subject_id = 'held' ORDER BY step_rank", {})
+    assert steps["attempts"].tolist() == [4, 1, 1]  # refused on days 7, 8, 9; sent on day 10
+    assert str(steps["as_of"][0])[:10] == day(7).isoformat()
+    assert str(steps["attempt_as_of"][0])[:10] == day(10).isoformat()
+
+
+def test_dunning_can_count_from_the_due_date(run_env, smtp_sink, monkeypatch):
+    """dunning_start='due': SENT is dated by due_date, so nothing is reminded before the
+    invoice falls due, whenever it was sent."""
+    url = run_env
+    monkeypatch.setenv("DUEFLOW_ESCALATION_TO", "collections@corp.example")
+    insert(url, "clients", [client("en")])
+    insert(url, "invoices", [
+        invoice("early", "en", day(0).isoformat() + "T10:00:00+00:00", due_date=day(20).isoformat()),
+        invoice("late", "en", day(0).isoformat() + "T10:00:00+00:00", due_date=day(3).isoformat()),
+        invoice("no-due", "en", day(0).isoformat() + "T10:00:00+00:00", due_date=None),
+    ])
+    received = run_calendar(smtp_sink, [0, 9, 10, 14, 15, 21, 22, 26, 27, 31, 32, 38, 39, 44],
+                            dunning_start="due")
+    assert received == {10: ["dunning/late/REMINDED_1"], 15: ["dunning/late/REMINDED_2"],
+                        22: ["dunning/late/OVERDUE"], 27: ["dunning/early/REMINDED_1"],
+                        32: ["dunning/early/REMINDED_2"], 39: ["dunning/early/OVERDUE"]}
+    quarantine = db.quarantine_rows(db.engine_for(url))
+    assert quarantine.set_index("source_id").loc["no-due", "reason"] == "due_date missing or not a valid date"
