@@ -25,12 +25,14 @@ import pandas as pd
 from sqlalchemy import text
 
 from bench.generate import DELAYS, ESCALATION_TO, LEADS, MAIL_FROM
+from tasks.core.addresses import Mailbox
 from bench.naive import Candidate, naive_night, reserve_per_row
 from sql import statement
 from tasks import db
 from tasks.decide import due_dunning_steps, due_renewal_alerts, renewal_window
 
 T = TypeVar("T")
+SENDER = Mailbox(MAIL_FROM)
 
 
 def peak_rss_mb() -> float:
@@ -212,9 +214,9 @@ def _prepared_emails(url: str, prefix: str, count: int, as_of: date) -> list[Any
     won = db.reserve(engine, "renewal", candidates, as_of, prefix)
     assert len(won) == count, f"reserved {len(won)} of {count} {prefix} keys"
     due = candidates.assign(
-        vendor="Vendor bench", title="Bench contract", amount=1250.5, currency="EUR",
+        vendor="Vendor bench", title="Bench contract", amount="1250.50", currency="EUR",
         renewal_date=pd.to_datetime(candidates["cycle"]).dt.date, days_left=30)
-    emails, failures = compose_renewal_alerts(due, "en", MAIL_FROM)
+    emails, failures = compose_renewal_alerts(due, "en", SENDER)
     assert not failures, failures[:3]
     db.store_messages(engine, [e.as_row() for e in emails])
     return emails
@@ -229,17 +231,29 @@ def _bench_deliver_flow() -> Any:
 
     from flows.nightly_alerts import DELIVERY_WORKERS
     from tasks.deliver import deliver
-    from tasks.mail import parse_mail_url
 
     @flow(name="bench-deliver", task_runner=ThreadPoolTaskRunner(max_workers=DELIVERY_WORKERS))
-    def bench_deliver(batch: str, mail_url: str, url: str) -> tuple[list[Any], float]:
+    def bench_deliver(batch: str, mail_url: str, url: str, as_of: date) -> tuple[list[Any], float]:
         """tasks.deliver.deliver exactly as nightly_alerts calls it (emails come from memory,
         not from flow parameters, so Prefect does not serialise them)."""
         started = time.perf_counter()
-        deliveries = deliver(_EMAILS[batch], parse_mail_url(mail_url), MAIL_FROM, url, DELIVERY_WORKERS)
+        deliveries = deliver(_items(_EMAILS[batch]), _settings(mail_url, url, as_of), DELIVERY_WORKERS)
         return deliveries, time.perf_counter() - started
 
     return bench_deliver
+
+
+def _items(emails: list[Any]) -> list[Any]:
+    from tasks.deliver import Recipient
+
+    return [Recipient(e.key, e.recipient) for e in emails]
+
+
+def _settings(mail_url: str, url: str, as_of: date) -> Any:
+    from tasks.deliver import DeliverySettings
+    from tasks.mail import parse_mail_url
+
+    return DeliverySettings(parse_mail_url(mail_url), SENDER, url, as_of)
 
 
 def ledger_status_counts(url: str, flow_run_id: str) -> dict[str, int]:
@@ -253,9 +267,9 @@ class NullTransport:
     """Accepts every email at once: what is left of deliver_batch is its own overhead."""
 
     def send(self, email: Any) -> Any:
-        from tasks.mail import SendResult
+        from tasks.core.statuses import SendResult, SendStatus
 
-        return SendResult("sent", smtp_response="250 OK (null transport)")
+        return SendResult(SendStatus.SENT, smtp_response="250 OK (null transport)")
 
     def __enter__(self) -> NullTransport:
         return self
@@ -268,7 +282,8 @@ def measure_deliver(url: str, mail_url: str, count: int, as_of: date) -> dict[st
     """M emails through dueflow's delivery path inside a Prefect flow run, against one plain
     smtplib connection sending the same messages; plus a breakdown without Prefect."""
     import tasks.deliver as deliver_module
-    from tasks.mail import message_bytes, open_transport, parse_mail_url
+    from tasks.core.message import message_bytes
+    from tasks.mail import open_transport, parse_mail_url
 
     mail = parse_mail_url(mail_url)
     prefixes = ("bench-deliver", "bench-deliver-direct", "bench-deliver-ledger")
@@ -279,7 +294,7 @@ def measure_deliver(url: str, mail_url: str, count: int, as_of: date) -> dict[st
     result: dict[str, Any] = {"emails": count}
 
     payloads, result["build_message_seconds"] = timed(
-        lambda: [message_bytes(e, MAIL_FROM) for e in emails])
+        lambda: [message_bytes(e, SENDER) for e in emails])
     result["message_bytes"] = sum(map(len, payloads)) // len(payloads)
 
     def raw_smtp() -> int:
@@ -293,18 +308,18 @@ def measure_deliver(url: str, mail_url: str, count: int, as_of: date) -> dict[st
     _, result["raw_smtp_seconds"] = timed(raw_smtp)
 
     flow_fn = _bench_deliver_flow()
-    (deliveries, inside), result["flow_call_seconds"] = timed(lambda: flow_fn("flow", mail_url, url))
+    (deliveries, inside), result["flow_call_seconds"] = timed(lambda: flow_fn("flow", mail_url, url, as_of))
     result["dueflow_seconds"] = inside
     result["dueflow_statuses"] = pd.Series([d.status for d in deliveries]).value_counts().to_dict()
     result["ledger_after_flow"] = ledger_status_counts(url, "bench-deliver")
 
     # Breakdown, no Prefect: one batch on one thread; the transport alone; the ledger alone.
     direct_deliveries, result["direct_batch_seconds"] = timed(
-        lambda: deliver_module.deliver_batch.fn(direct, mail, MAIL_FROM, url))
+        lambda: deliver_module.deliver_batch.fn(_items(direct), _settings(mail_url, url, as_of)))
     result["direct_statuses"] = pd.Series([d.status for d in direct_deliveries]).value_counts().to_dict()
 
     def transport_only() -> None:
-        with open_transport(mail, MAIL_FROM) as transport:
+        with open_transport(mail, SENDER) as transport:
             for email in direct:
                 transport.send(email)
 
@@ -313,7 +328,7 @@ def measure_deliver(url: str, mail_url: str, count: int, as_of: date) -> dict[st
     deliver_module.open_transport = lambda *_args: NullTransport()  # type: ignore[assignment,return-value]
     try:
         _, result["ledger_only_seconds"] = timed(
-            lambda: deliver_module.deliver_batch.fn(ledger_only, mail, MAIL_FROM, url))
+            lambda: deliver_module.deliver_batch.fn(_items(ledger_only), _settings(mail_url, url, as_of)))
     finally:
         deliver_module.open_transport = real_open
     result["ledger_only_statuses"] = ledger_status_counts(url, "bench-deliver-ledger")
@@ -391,6 +406,7 @@ def measure_nightly(as_of: date, profile_path: str | None = None,
     return {
         "seconds": round(seconds, 3), "import_seconds": round(import_seconds, 3),
         "counts": summary.counts(), "ledger_pending": summary.ledger_pending,
+        "ledger_unsent": summary.ledger_unsent,
         "ledger_failed": summary.ledger_failed, "flow_run_id": summary.flow_run_id,
         "rows": len(summary.rows), "not_delivered_cap": capped,
         "tasks": _task_breakdown(summary.flow_run_id), "peak_rss_mb": peak_rss_mb(),

@@ -18,8 +18,10 @@ import psycopg2
 import psycopg2.errors
 from sqlalchemy import make_url
 
-from tasks.compose import OutgoingEmail, format_date, format_money, message_id_for, render
-from tasks.mail import message_bytes
+from tasks.compose import format_date, render
+from tasks.core.addresses import Mailbox
+from tasks.core.message import OutgoingEmail, message_bytes, message_id_for
+from tasks.core.money import format_money
 
 STEPS = ("REMINDED_1", "REMINDED_2", "OVERDUE")
 
@@ -128,8 +130,8 @@ class _Night:
     def send(self, key: str, recipient: str, rendered: tuple[str, str, str]) -> None:
         subject, body_text, body_html = rendered
         email = OutgoingEmail(key, recipient, subject, body_text, body_html,
-                              message_id_for(key, self.mail_from))
-        payload = message_bytes(email, self.mail_from)
+                              message_id_for(key, Mailbox(self.mail_from)))
+        payload = message_bytes(email, Mailbox(self.mail_from))
         status, response, error = "sent", "250", None
         try:
             smtp = smtplib.SMTP(self.mail_host, self.mail_port, timeout=30)  # a new connection per email
@@ -176,7 +178,7 @@ class _Night:
             if not self.claim(key, "renewal", cid, cycle, f"{lead}d", lead, email):
                 continue
             context = {"key": key, "vendor": vendor, "title": title or "",
-                       "amount": format_money(float(amount), currency, "en"),
+                       "amount": format_money(str(amount), currency, "en"),
                        "renewal_date": format_date(renewal, "en"), "days_left": days_left, "lead": lead}
             self.send(key, email, render("renewal", "en", context))
 
@@ -212,7 +214,7 @@ class _Night:
                 continue
             context = {
                 "key": key, "step": step, "invoice_id": iid, "number": number,
-                "amount": format_money(float(amount), currency, "en"),
+                "amount": format_money(str(amount), currency, "en"),
                 "issue_date": format_date(sent_at.date(), "en"), "due_date": format_date(due_date, "en"),
                 "client_id": client_id, "client_name": name, "client_email": email,
                 "history": [{"step": s, "as_of": str(d), "status": "sent"} for _, d, s in history],
