@@ -35,6 +35,7 @@ def _templates() -> Environment:
         autoescape=select_autoescape(enabled_extensions=("html",), default=False),
         undefined=StrictUndefined,
         keep_trailing_newline=True,
+        auto_reload=False,  # templates do not change while a run renders thousands of emails
     )
 
 

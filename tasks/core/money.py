@@ -93,9 +93,16 @@ def amount_problems(amounts: pd.Series, currencies: pd.Series, *, positive: bool
     return problems
 
 
+@cache
+def _currency_pattern(locale: str) -> tuple:
+    from babel import Locale
+
+    parsed = Locale.parse(locale)
+    return parsed, parsed.currency_formats["standard"]
+
+
 def format_money(amount: Decimal | str, currency: str, locale: str) -> str:
     """`amount` in `currency` as a reader of `locale` writes it: €1,450.00, 980,40 €, ¥1,450."""
-    from babel.numbers import format_currency
-
+    parsed, pattern = _currency_pattern(locale)
     value = amount if isinstance(amount, Decimal) else Decimal(str(amount))
-    return str(format_currency(value, currency, locale=locale))
+    return str(pattern.apply(value, parsed, currency=currency, currency_digits=True))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pandas as pd
 
 # C0 and C1 controls, DEL, Unicode line/paragraph separators, and lone surrogates.
@@ -25,6 +27,11 @@ def one_line(values: pd.Series, limit: int) -> pd.Series:
     return text.where(~long, text.str.slice(0, limit - 1).str.rstrip() + "…")
 
 
+_CONTROL = re.compile(CONTROL)
+_SPACES = re.compile(r"\s+")
+
+
 def clean_line(value: str, limit: int) -> str:
-    """`one_line` for one value."""
-    return str(one_line(pd.Series([value], dtype="string"), limit).iloc[0])
+    """`one_line` for one value (no pandas: it runs once per email)."""
+    text = _SPACES.sub(" ", _CONTROL.sub(" ", value)).strip()
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
