@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from datetime import date, timedelta
-from decimal import Decimal, InvalidOperation, localcontext
+from decimal import Decimal, InvalidOperation
 
 import pandas as pd
 from hypothesis import strategies as st
@@ -200,11 +200,9 @@ def amount_ok(value: object, currency: object, positive: bool) -> bool:
         return False
     if len(amount.as_tuple().digits) > 30 or amount < 0 or (positive and amount == 0):
         return False
-    with localcontext() as context:
-        context.prec = 200
-        decimals = 0
-        while amount.scaleb(decimals) % 1 != 0:
-            decimals += 1
+    digits = "".join(map(str, amount.as_tuple().digits))
+    exponent = int(amount.as_tuple().exponent) + len(digits) - len(digits.rstrip("0") or "0")
+    decimals = max(0, -exponent)
     return str(currency) not in KNOWN_CURRENCIES or decimals <= minor_units(str(currency))
 
 
