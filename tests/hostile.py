@@ -198,11 +198,12 @@ def amount_ok(value: object, currency: object, positive: bool) -> bool:
         amount = Decimal(text)
     except InvalidOperation:
         return False
-    if len(amount.as_tuple().digits) > 30 or amount < 0 or (positive and amount == 0):
-        return False
     digits = "".join(map(str, amount.as_tuple().digits))
     exponent = int(amount.as_tuple().exponent) + len(digits) - len(digits.rstrip("0") or "0")
     decimals = max(0, -exponent)
+    written = max(amount.adjusted() + 1, 1) + decimals  # digits written out, no exponent
+    if written > 30 or amount < 0 or (positive and amount == 0):
+        return False
     return str(currency) not in KNOWN_CURRENCIES or decimals <= minor_units(str(currency))
 
 

@@ -132,6 +132,8 @@ def test_ids_that_cannot_be_carried_are_named(value, problem):
     ("0", "EUR", False, None),
     ("-1", "EUR", False, "negative"),
     ("NaN", "EUR", False, "not a number"),
+    ("1e9999", "EUR", False, "more than 30 digits"),
+    ("1e29", "EUR", False, None),
     ("1,000.00", "EUR", False, "not a number"),
     (None, "EUR", False, "missing"),
 ])

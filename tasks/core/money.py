@@ -4,7 +4,7 @@ and the reader's symbols and separators (Babel)."""
 
 from __future__ import annotations
 
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal, InvalidOperation, localcontext
 from functools import cache
 
 import pandas as pd
@@ -23,7 +23,7 @@ KNOWN_CURRENCIES = frozenset(
 )
 # A plain decimal number as databases print them (PostgreSQL numeric, SQLite's REAL text).
 _NUMBER = r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d{1,4})?"
-MAX_DIGITS = 30  # more significant digits than any ledger of money needs
+MAX_DIGITS = 30  # digits written out (integer part and decimals): more than any money needs
 
 
 def known_currency(values: pd.Series) -> pd.Series:
@@ -62,8 +62,9 @@ def _decimals(amount: Decimal) -> int:
     return max(0, -exponent)
 
 
-def _significant(amount: Decimal) -> int:
-    return len(amount.as_tuple().digits)
+def _written_digits(amount: Decimal) -> int:
+    """Digits the amount takes written out without an exponent: 1e3 → 4, 0.05 → 3."""
+    return max(amount.adjusted() + 1, 1) + _decimals(amount)
 
 
 def amount_problems(amounts: pd.Series, currencies: pd.Series, *, positive: bool) -> pd.Series:
@@ -78,7 +79,7 @@ def amount_problems(amounts: pd.Series, currencies: pd.Series, *, positive: bool
     for i, value in values.items():
         if value is None:
             problems[i] = "amount missing or not a number"
-        elif _significant(value) > MAX_DIGITS:
+        elif _written_digits(value) > MAX_DIGITS:
             problems[i] = f"amount has more than {MAX_DIGITS} digits"
         elif positive and value <= 0:
             problems[i] = ("amount is zero: nothing to collect" if value == 0 else
@@ -105,4 +106,6 @@ def format_money(amount: Decimal | str, currency: str, locale: str) -> str:
     """`amount` in `currency` as a reader of `locale` writes it: €1,450.00, 980,40 €, ¥1,450."""
     parsed, pattern = _currency_pattern(locale)
     value = amount if isinstance(amount, Decimal) else Decimal(str(amount))
-    return str(pattern.apply(value, parsed, currency=currency, currency_digits=True))
+    with localcontext() as context:  # room for MAX_DIGITS digits and the currency's decimals
+        context.prec = 2 * MAX_DIGITS
+        return str(pattern.apply(value, parsed, currency=currency, currency_digits=True))
