@@ -1,11 +1,12 @@
--- Each invoice's dunning state: the last step in the ledger (or SENT), dated by the
--- as_of of the run that reserved it; PAID, VOID and DRAFT end or precede dunning.
+-- Each invoice's dunning state: the last step in the ledger (or SENT), dated by the run
+-- that got it out (or reserved it, while it is not out), with its ledger status;
+-- PAID, VOID and DRAFT end or precede dunning.
 SELECT i.id AS invoice_id, i.client_id, i.number, i.status AS invoice_status,
        CASE WHEN i.paid_at IS NOT NULL OR i.status = 'paid' THEN 'PAID'
             WHEN i.status = 'void' THEN 'VOID'
             WHEN i.status = 'draft' THEN 'DRAFT'
             ELSE COALESCE(last.step, 'SENT') END AS state,
-       last.as_of AS state_as_of,
+       COALESCE(last.attempt_as_of, last.as_of) AS state_as_of, last.status AS step_status,
        (SELECT COUNT(*) FROM dueflow_ledger h WHERE h.job = 'dunning' AND h.subject_id = i.id) AS steps
 FROM invoices i
 LEFT JOIN dueflow_ledger last
