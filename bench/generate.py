@@ -29,9 +29,9 @@ import numpy as np
 import pandas as pd
 from sqlalchemy import Engine, text
 
-from sql import statement
-from tasks import db
-from tasks.compose import render
+from dueflow.sql import statement
+from dueflow.tasks.adapters import db
+from dueflow.tasks.core.render import render
 
 LEADS = (15, 30, 60)  # the flow's default leads, most urgent first
 DELAYS = (7, 5, 7)  # SENT→REMINDED_1→REMINDED_2→OVERDUE, the flow's defaults

@@ -25,11 +25,11 @@ import pandas as pd
 from sqlalchemy import text
 
 from bench.generate import DELAYS, ESCALATION_TO, LEADS, MAIL_FROM
-from tasks.core.addresses import Mailbox
 from bench.naive import Candidate, naive_night, reserve_per_row
-from sql import statement
-from tasks import db
-from tasks.decide import due_dunning_steps, due_renewal_alerts, renewal_window
+from dueflow.sql import statement
+from dueflow.tasks.adapters import db
+from dueflow.tasks.core.addresses import Mailbox
+from dueflow.tasks.core.decide import due_dunning_steps, due_renewal_alerts, renewal_window
 
 T = TypeVar("T")
 SENDER = Mailbox(MAIL_FROM)
@@ -100,7 +100,8 @@ def _extract_and_decide(url: str, as_of: date) -> dict[str, Any]:
     history, t["renewal_history"] = timed(lambda: read(
         engine, statement("renewal_history"), {"as_of": as_of.isoformat()}))
     invoices, t["extract_invoices"] = timed(lambda: read(engine, statement("extract_invoices"), {}))
-    clients, t["extract_clients"] = timed(lambda: read(engine, statement("extract_clients"), {}))
+    clients, t["extract_clients"] = timed(
+        lambda: read(engine, statement("extract_clients", db.dialect(engine)), {}))
     dunning_history, t["dunning_history"] = timed(
         lambda: read(engine, statement("dunning_history"), {}))
     renewals, t["decide_renewals"] = timed(lambda: due_renewal_alerts(contracts, history, as_of, LEADS))
@@ -136,7 +137,7 @@ def measure_decide(url: str, as_of: date, repeats: int, profile_dir: str | None 
             "extract_contracts": ("extract_contracts", "postgresql"),
             "renewal_history": ("renewal_history", None),
             "extract_invoices": ("extract_invoices", None),
-            "extract_clients": ("extract_clients", None),
+            "extract_clients": ("extract_clients", "postgresql"),
             "dunning_history": ("dunning_history", None),
         }.items()
     }
@@ -207,7 +208,7 @@ def measure_reserve(url: str, as_of: date, keys: int, naive_keys: int) -> dict[s
 def _prepared_emails(url: str, prefix: str, count: int, as_of: date) -> list[Any]:
     """Reserve `count` synthetic alerts and store their rendered messages, as the flow does
     before delivery; return the OutgoingEmails."""
-    from tasks.compose import compose_renewal_alerts
+    from dueflow.tasks.core.render import compose_renewal_alerts
 
     engine = db.engine_for(url)
     candidates = synthetic_candidates(count, prefix, as_of)
@@ -216,7 +217,8 @@ def _prepared_emails(url: str, prefix: str, count: int, as_of: date) -> list[Any
     due = candidates.assign(
         vendor="Vendor bench", title="Bench contract", amount="1250.50", currency="EUR",
         renewal_date=pd.to_datetime(candidates["cycle"]).dt.date, days_left=30)
-    emails, failures = compose_renewal_alerts(due, "en", SENDER)
+    composed = compose_renewal_alerts(due, "en", SENDER)
+    emails, failures = composed.emails, composed.failures
     assert not failures, failures[:3]
     db.store_messages(engine, [e.as_row() for e in emails])
     return emails
@@ -229,8 +231,8 @@ def _bench_deliver_flow() -> Any:
     from prefect import flow
     from prefect.task_runners import ThreadPoolTaskRunner
 
-    from flows.nightly_alerts import DELIVERY_WORKERS
-    from tasks.deliver import deliver
+    from dueflow.flows.nightly_alerts import DELIVERY_WORKERS
+    from dueflow.tasks.deliver import deliver
 
     @flow(name="bench-deliver", task_runner=ThreadPoolTaskRunner(max_workers=DELIVERY_WORKERS))
     def bench_deliver(batch: str, mail_url: str, url: str, as_of: date) -> tuple[list[Any], float]:
@@ -244,16 +246,17 @@ def _bench_deliver_flow() -> Any:
 
 
 def _items(emails: list[Any]) -> list[Any]:
-    from tasks.deliver import Recipient
+    from dueflow.tasks.deliver import Recipient
 
     return [Recipient(e.key, e.recipient) for e in emails]
 
 
 def _settings(mail_url: str, url: str, as_of: date) -> Any:
-    from tasks.deliver import DeliverySettings
-    from tasks.mail import parse_mail_url
+    from dueflow.tasks.adapters.db import Database
+    from dueflow.tasks.adapters.mail import parse_mail_url
+    from dueflow.tasks.deliver import DeliverySettings
 
-    return DeliverySettings(parse_mail_url(mail_url), SENDER, url, as_of)
+    return DeliverySettings(parse_mail_url(mail_url), SENDER, Database(url), as_of)
 
 
 def ledger_status_counts(url: str, flow_run_id: str) -> dict[str, int]:
@@ -267,7 +270,7 @@ class NullTransport:
     """Accepts every email at once: what is left of deliver_batch is its own overhead."""
 
     def send(self, email: Any) -> Any:
-        from tasks.core.statuses import SendResult, SendStatus
+        from dueflow.tasks.core.statuses import SendResult, SendStatus
 
         return SendResult(SendStatus.SENT, smtp_response="250 OK (null transport)")
 
@@ -281,9 +284,9 @@ class NullTransport:
 def measure_deliver(url: str, mail_url: str, count: int, as_of: date) -> dict[str, Any]:
     """M emails through dueflow's delivery path inside a Prefect flow run, against one plain
     smtplib connection sending the same messages; plus a breakdown without Prefect."""
-    import tasks.deliver as deliver_module
-    from tasks.core.message import message_bytes
-    from tasks.mail import open_transport, parse_mail_url
+    import dueflow.tasks.deliver as deliver_module
+    from dueflow.tasks.adapters.mail import open_transport, parse_mail_url
+    from dueflow.tasks.core.message import message_bytes
 
     mail = parse_mail_url(mail_url)
     prefixes = ("bench-deliver", "bench-deliver-direct", "bench-deliver-ledger")
@@ -383,7 +386,7 @@ def measure_nightly(as_of: date, profile_path: str | None = None,
     """`nightly_alerts(as_of=…)` end to end, in this fresh process, against the Prefect
     server and the database/SMTP sink named by the environment."""
     import_started = time.perf_counter()
-    import flows.nightly_alerts as nightly
+    import dueflow.flows.nightly_alerts as nightly
 
     import_seconds = time.perf_counter() - import_started
     capped = 0
@@ -414,7 +417,7 @@ def measure_nightly(as_of: date, profile_path: str | None = None,
 
 
 def measure_naive_night(url: str, mail_url: str, as_of: date, fraction: float) -> dict[str, Any]:
-    from tasks.mail import parse_mail_url
+    from dueflow.tasks.adapters.mail import parse_mail_url
 
     mail = parse_mail_url(mail_url)
     delete_run_rows(url, "bench-naive")

@@ -18,10 +18,10 @@ import psycopg2
 import psycopg2.errors
 from sqlalchemy import make_url
 
-from tasks.compose import format_date, render
-from tasks.core.addresses import Mailbox
-from tasks.core.message import OutgoingEmail, message_bytes, message_id_for
-from tasks.core.money import format_money
+from dueflow.tasks.core.addresses import Mailbox
+from dueflow.tasks.core.message import OutgoingEmail, message_bytes, message_id_for
+from dueflow.tasks.core.money import format_money
+from dueflow.tasks.core.render import format_date, render
 
 STEPS = ("REMINDED_1", "REMINDED_2", "OVERDUE")
 

@@ -128,7 +128,7 @@ def prefect_server() -> Iterator[tuple[str, float]]:
 def execute(url: str, *statements: str, params: dict[str, Any] | None = None) -> None:
     from sqlalchemy import text
 
-    from tasks import db
+    from dueflow.tasks.adapters import db
 
     with db.engine_for(url).begin() as conn:
         for sql in statements:
@@ -223,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
     from bench import generate as gen
     from bench import measure
     from bench.smtp_sink import SinkProcess
-    from tasks import db
+    from dueflow.tasks.adapters import db
 
     url, as_of = args.database_url, args.as_of
     results: dict[str, Any] = {"config": {k: str(v) for k, v in vars(args).items()},

@@ -1,5 +1,5 @@
 """Configuration: environment variables (DESIGN.md), overridable by Prefect blocks."""
 
-from blocks.settings import Settings, redact_url
+from dueflow.blocks.settings import Settings, redact_url
 
 __all__ = ["Settings", "redact_url"]

@@ -1,4 +1,5 @@
-"""Run configuration read from the environment (the public contract in DESIGN.md)."""
+"""Settings: every environment variable dueflow reads (the public contract in DESIGN.md),
+and the Prefect blocks that override them — read here and nowhere else."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from typing import Any
 from urllib.parse import quote, urlsplit, urlunsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from tasks.core.addresses import Mailbox, parse_mailbox
+from dueflow.tasks.core import defaults
+from dueflow.tasks.core.addresses import Mailbox, parse_mailbox
 
 
 class ConfigError(ValueError):
@@ -18,44 +20,113 @@ class ConfigError(ValueError):
 
 
 @dataclass(frozen=True)
+class LLMConfig:
+    """How to reach the model that drafts reminder paragraphs, and how much of it one run
+    may use. None in `Settings.llm` means drafting is off."""
+
+    api_key: str = field(repr=False)
+    model: str = defaults.DEFAULT_MODEL
+    base_url: str | None = None
+    timeout_s: float = 10.0  # per call
+    max_calls: int = 200  # per run; the rest fall back to templates, saying so
+    concurrency: int = 4  # calls in flight at once
+    # Stop calling once the API failed this many times in a row: a dead endpoint
+    # must not cost max_calls x timeout_s of the nightly run.
+    max_consecutive_failures: int = 5
+
+    def __post_init__(self) -> None:
+        if not self.api_key:
+            raise ValueError("LLMConfig needs an API key")
+        if self.timeout_s <= 0 or self.max_calls < 0 or self.concurrency < 1:
+            raise ValueError("LLMConfig needs timeout_s > 0, max_calls >= 0 and concurrency >= 1")
+        if self.max_consecutive_failures < 1:
+            raise ValueError("LLMConfig needs max_consecutive_failures >= 1")
+
+
+def _seconds(env: Mapping[str, str], name: str, default: float) -> float:
+    raw = (env.get(name) or "").strip()
+    try:
+        value = float(raw) if raw else default
+    except ValueError:
+        raise ConfigError(f"{name}={raw!r} is not a number of seconds") from None
+    if value <= 0:
+        raise ConfigError(f"{name}={raw!r} must be a positive number of seconds")
+    return value
+
+
+def _llm_from_env(env: Mapping[str, str]) -> LLMConfig | None:
+    """OPENAI_API_KEY, OPENAI_BASE_URL, DUEFLOW_LLM_MODEL; None (LLM off) without a key."""
+    api_key = (env.get("OPENAI_API_KEY") or "").strip()
+    if not api_key:
+        return None
+    return LLMConfig(api_key=api_key,
+                     model=(env.get("DUEFLOW_LLM_MODEL") or "").strip() or defaults.DEFAULT_MODEL,
+                     base_url=(env.get("OPENAI_BASE_URL") or "").strip() or None)
+
+
+@dataclass(frozen=True)
 class Settings:
-    database_url: str = field(default="sqlite:///dueflow.db", repr=False)  # may hold a password
-    mail_url: str = field(default="file://./outbox", repr=False)
-    mail_from: str = "dueflow@localhost"
+    database_url: str = field(default=defaults.DATABASE_URL, repr=False)  # may hold a password
+    mail_url: str = field(default=defaults.MAIL_URL, repr=False)
+    mail_from: str = defaults.MAIL_FROM
     escalation_to: str | None = None
-    timezone: str = "UTC"
+    timezone: str = defaults.TIMEZONE
+    run_lock: bool = True  # DUEFLOW_RUN_LOCK=off disables the database run lock (G5)
+    db_lock_timeout: float = defaults.DB_LOCK_TIMEOUT  # DUEFLOW_DB_LOCK_TIMEOUT
+    llm: LLMConfig | None = field(default=None, repr=False)
+    schedule_cron: str = defaults.SCHEDULE_CRON  # DUEFLOW_SCHEDULE_CRON (deployments/serve.py)
+    schedule_timezone: str | None = None  # DUEFLOW_SCHEDULE_TIMEZONE; default DUEFLOW_TIMEZONE
+    # Names of Prefect blocks that override the variables above (applied by `with_blocks`).
+    database_block: str | None = None
+    mail_block: str | None = None
+    llm_block: str | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        """The settings of this process's environment, checked: a bad value is one
+        ConfigError naming the variable, before anything is written."""
         env = os.environ if env is None else env
-        defaults = cls()
         settings = cls(
-            database_url=env.get("DUEFLOW_DATABASE_URL") or defaults.database_url,
-            mail_url=env.get("DUEFLOW_MAIL_URL") or defaults.mail_url,
-            mail_from=env.get("DUEFLOW_MAIL_FROM") or defaults.mail_from,
+            database_url=env.get("DUEFLOW_DATABASE_URL") or defaults.DATABASE_URL,
+            mail_url=env.get("DUEFLOW_MAIL_URL") or defaults.MAIL_URL,
+            mail_from=env.get("DUEFLOW_MAIL_FROM") or defaults.MAIL_FROM,
             escalation_to=env.get("DUEFLOW_ESCALATION_TO") or None,
-            timezone=env.get("DUEFLOW_TIMEZONE") or defaults.timezone,
+            timezone=env.get("DUEFLOW_TIMEZONE") or defaults.TIMEZONE,
+            run_lock=(env.get("DUEFLOW_RUN_LOCK") or "on").strip().lower()
+            not in ("off", "0", "false", "no"),
+            db_lock_timeout=_seconds(env, "DUEFLOW_DB_LOCK_TIMEOUT", defaults.DB_LOCK_TIMEOUT),
+            llm=_llm_from_env(env),
+            schedule_cron=env.get("DUEFLOW_SCHEDULE_CRON") or defaults.SCHEDULE_CRON,
+            schedule_timezone=env.get("DUEFLOW_SCHEDULE_TIMEZONE") or None,
+            database_block=(env.get("DUEFLOW_DATABASE_BLOCK") or "").strip() or None,
+            mail_block=(env.get("DUEFLOW_MAIL_BLOCK") or "").strip() or None,
+            llm_block=(env.get("DUEFLOW_LLM_BLOCK") or "").strip() or None,
         )
         settings.zone()  # fail early on a bad time zone and bad addresses
         settings.sender()
         settings.escalation_address()
         return settings
 
-    def with_blocks(self, env: Mapping[str, str] | None = None) -> Settings:
-        """These settings with any block named in the environment applied (blocks win).
-        Needs the Prefect API, so it runs inside the flow."""
-        env = os.environ if env is None else env
+    def with_blocks(self) -> Settings:
+        """These settings with the blocks they name applied (blocks win). Needs the
+        Prefect API, so it runs inside the flow."""
         settings = self
-        if name := env.get("DUEFLOW_DATABASE_BLOCK"):
-            from blocks.prefect_blocks import DueflowDatabase
+        if self.database_block:
+            from dueflow.blocks.prefect_blocks import DueflowDatabase
 
-            block = load_block(DueflowDatabase, name)
+            block = load_block(DueflowDatabase, self.database_block)
             settings = replace(settings, database_url=block.url.get_secret_value())
-        if name := env.get("DUEFLOW_MAIL_BLOCK"):
+        if self.mail_block:
             from prefect_email import EmailServerCredentials
 
             settings = replace(settings, mail_url=mail_url_from_credentials(
-                load_block(EmailServerCredentials, name)))
+                load_block(EmailServerCredentials, self.mail_block)))
+        if self.llm_block:
+            from dueflow.blocks.prefect_blocks import DueflowLLM
+
+            block = load_block(DueflowLLM, self.llm_block)
+            settings = replace(settings, llm=LLMConfig(api_key=block.api_key.get_secret_value(),
+                                                       model=block.model, base_url=block.base_url))
         return settings
 
     def zone(self) -> ZoneInfo:

@@ -8,12 +8,11 @@ concurrency limit of 1 that cancels a run started while another is active.
 
 from __future__ import annotations
 
-import os
-
 from prefect.client.schemas.objects import ConcurrencyLimitConfig, ConcurrencyLimitStrategy
 from prefect.schedules import Cron
 
-from flows.nightly_alerts import nightly_alerts
+from dueflow.blocks.settings import Settings
+from dueflow.flows.nightly_alerts import nightly_alerts
 
 DEPLOYMENT_NAME = "nightly"
 ONE_AT_A_TIME = ConcurrencyLimitConfig(
@@ -22,11 +21,11 @@ ONE_AT_A_TIME = ConcurrencyLimitConfig(
 
 
 def main() -> None:
-    cron = os.environ.get("DUEFLOW_SCHEDULE_CRON", "0 6 * * *")
-    timezone = os.environ.get("DUEFLOW_SCHEDULE_TIMEZONE", os.environ.get("DUEFLOW_TIMEZONE", "UTC"))
+    settings = Settings.from_env()
+    timezone = settings.schedule_timezone or settings.timezone
     deployment = nightly_alerts.to_deployment(
         name=DEPLOYMENT_NAME,
-        schedules=[Cron(cron, timezone=timezone, slug="nightly")],
+        schedules=[Cron(settings.schedule_cron, timezone=timezone, slug="nightly")],
         concurrency_limit=ONE_AT_A_TIME,
         description="Renewal alerts, exactly once per key.",
     )

@@ -9,8 +9,12 @@ import sys
 from collections.abc import Callable
 from datetime import date
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from blocks.settings import ConfigError, Settings, redact_url
+from dueflow.blocks.settings import ConfigError, Settings, redact_url
+
+if TYPE_CHECKING:
+    from sqlalchemy import Engine
 
 
 class UserError(Exception):
@@ -47,21 +51,27 @@ def _count(value: str) -> int:
     return int(value)
 
 
+def _engine(settings: Settings) -> Engine:
+    from dueflow.tasks.adapters import db
+
+    return db.engine_for(settings.database_url, settings.db_lock_timeout)
+
+
 def _check_ready(settings: Settings) -> None:
     """Fail fast, before any write, on a bad mail URL or an unreachable/uninitialised DB."""
     from sqlalchemy.exc import SQLAlchemyError
 
-    from tasks import db
-    from tasks.mail import parse_mail_url
+    from dueflow.tasks.adapters import db
+    from dueflow.tasks.adapters.mail import parse_mail_url
 
     parse_mail_url(settings.mail_url)
-    engine = db.engine_for(settings.database_url)
+    engine = _engine(settings)
     where = redact_url(settings.database_url)
     path = engine.url.database if engine.dialect.name == "sqlite" else None
     if path and path != ":memory:" and not Path(path).exists():  # connecting would create it
         raise UserError(f"the database file {path} does not exist: run `dueflow init-db` first")
     if path:
-        _wait_for_sqlite(path, db.lock_timeout())
+        _wait_for_sqlite(path, settings.db_lock_timeout)
     try:
         problems = db.schema_problems(engine)
     except SQLAlchemyError as exc:
@@ -101,9 +111,9 @@ def _wait_for_sqlite(path: str, timeout: float) -> None:
 
 
 def cmd_init_db(args: argparse.Namespace, settings: Settings) -> int:
-    from tasks import db
+    from dueflow.tasks.adapters import db
 
-    db.init_db(db.engine_for(settings.database_url))
+    db.init_db(_engine(settings))
     print(f"Schema ready in {redact_url(settings.database_url)}")
     return 0
 
@@ -113,7 +123,7 @@ def _stop_on_interrupt() -> Callable[[], bool]:
     records what happened and ends; a second one stops at once. Returns whether one came."""
     import signal
 
-    from tasks.deliver import STOP
+    from dueflow.tasks.deliver import STOP
 
     STOP.clear()
 
@@ -133,9 +143,9 @@ def _run_flow(settings: Settings, as_of: date | None, dry_run: bool, **params: o
     _check_ready(settings)
     _quiet_prefect()
     interrupted = _stop_on_interrupt()
-    from flows.nightly_alerts import nightly_alerts
-    from tasks.llm import OFF_NOTE
-    from tasks.report import text_table
+    from dueflow.flows.nightly_alerts import nightly_alerts
+    from dueflow.tasks.core.llm_guard import OFF_NOTE
+    from dueflow.tasks.core.report import text_table
 
     try:
         summary = nightly_alerts(as_of=as_of, dry_run=dry_run, **params)
@@ -198,11 +208,11 @@ def cmd_adopt(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
-    from tasks import db
-    from tasks.mail import parse_mail_url
-    from tasks.sample_data import seed_sample_data
+    from dueflow.tasks.adapters import db
+    from dueflow.tasks.adapters.mail import parse_mail_url
+    from dueflow.tasks.adapters.sample_data import seed_sample_data
 
-    engine = db.engine_for(settings.database_url)
+    engine = _engine(settings)
     db.init_db(engine)
     added = seed_sample_data(engine, settings.today())
     print(f"dueflow demo — database {redact_url(settings.database_url)}, "
@@ -216,11 +226,11 @@ def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_ledger(args: argparse.Namespace, settings: Settings) -> int:
-    from tasks import db
-    from tasks.report import text_table
+    from dueflow.tasks.adapters import db
+    from dueflow.tasks.core.report import text_table
 
     _check_ready(settings)
-    frame = db.ledger_rows(db.engine_for(settings.database_url), args.status)
+    frame = db.ledger_rows(_engine(settings), args.status)
     if args.json:
         for record in frame.astype(object).where(frame.notna(), None).to_dict("records"):
             print(json.dumps(record, default=str))
@@ -236,7 +246,7 @@ def cmd_ledger(args: argparse.Namespace, settings: Settings) -> int:
 def _keys_to_resolve(args: argparse.Namespace, engine: object) -> list[str]:
     """The keys named on the command line, in a file (one a line; '-' is stdin), or every
     pending row of one run that was never handed to SMTP."""
-    from tasks import db
+    from dueflow.tasks.adapters import db
 
     keys = list(args.keys)
     if args.from_file:
@@ -244,20 +254,17 @@ def _keys_to_resolve(args: argparse.Namespace, engine: object) -> list[str]:
         with handle:
             keys += [line.strip() for line in handle if line.strip() and not line.startswith("#")]
     if args.never_handed_by:
-        rows = db.read_frame(engine, "SELECT key FROM dueflow_ledger WHERE status = 'pending'"
-                             " AND sending_at IS NULL AND flow_run_id = :run ORDER BY key",
-                             {"run": args.never_handed_by})
-        keys += rows["key"].tolist()
+        keys += db.unsent_of_run(engine, args.never_handed_by)
     if not keys:
         raise UserError("name the keys to settle: KEY…, --from-file FILE, or --never-handed-by RUN_ID")
     return list(dict.fromkeys(keys))
 
 
 def cmd_resolve(args: argparse.Namespace, settings: Settings) -> int:
-    from tasks import db
+    from dueflow.tasks.adapters import db
 
     _check_ready(settings)
-    engine = db.engine_for(settings.database_url)
+    engine = _engine(settings)
     keys = _keys_to_resolve(args, engine)
     note = f"resolved by an operator as {args.outcome}" + (f": {args.note}" if args.note else "")
     before = db.claimed_keys(engine, keys)
@@ -284,10 +291,10 @@ def cmd_resolve(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_quarantine(args: argparse.Namespace, settings: Settings) -> int:
-    from tasks import db
+    from dueflow.tasks.adapters import db
 
     _check_ready(settings)
-    frame = db.quarantine_rows(db.engine_for(settings.database_url), args.job)
+    frame = db.quarantine_rows(_engine(settings), args.job)
     if args.json:
         for record in frame.astype(object).where(frame.notna(), None).to_dict("records"):
             print(json.dumps(record, default=str, ensure_ascii=False))
@@ -300,18 +307,13 @@ def cmd_quarantine(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_invoices(args: argparse.Namespace, settings: Settings) -> int:
-    from sql import statement
-    from tasks import db
+    from dueflow.sql import statement
+    from dueflow.tasks.adapters import db
 
     _check_ready(settings)
-    engine = db.engine_for(settings.database_url)
+    engine = _engine(settings)
     if args.id:
-        history = db.read_frame(
-            engine,
-            "SELECT key, step, as_of, status, attempts, recipient, error FROM dueflow_ledger"
-            " WHERE job = 'dunning' AND subject_id = :id ORDER BY step_rank",
-            {"id": args.id},
-        )
+        history = db.invoice_steps(engine, args.id)
         if history.empty:
             print(f"No dunning steps recorded for invoice {args.id}.")
         for row in history.itertuples(index=False):

@@ -19,11 +19,12 @@ def _read(path: str, name: str, dialect: str | None) -> str:
     return folder.joinpath(f"{name}.sql").read_text(encoding="utf-8")
 
 
-def _expand(text: str, dialect: str | None) -> str:
+def with_fragments(text: str, dialect: str | None) -> str:
+    """`text` with each `/*include NAME*/` replaced by the fragment, in parentheses."""
     def fragment(match: re.Match[str]) -> str:
         body = _read("fragments", match.group(1), dialect)
         lines = [line for line in body.splitlines() if not line.lstrip().startswith("--")]
-        return "(" + _expand("\n".join(lines).strip(), dialect) + ")"
+        return "(" + with_fragments("\n".join(lines).strip(), dialect) + ")"
 
     return _INCLUDE.sub(fragment, text)
 
@@ -32,4 +33,4 @@ def _expand(text: str, dialect: str | None) -> str:
 def statement(name: str, dialect: str | None = None) -> str:
     """Text of `sql/<name>.<dialect>.sql` (or `sql/<name>.sql` when there is no dialect
     flavour), with its fragments included."""
-    return _expand(_read("", name, dialect), dialect)
+    return with_fragments(_read("", name, dialect), dialect)

@@ -12,8 +12,7 @@ FROM unnest(CAST(:keys AS text[]), CAST(:subject_ids AS text[]), CAST(:cycles AS
             CAST(:steps AS text[]), CAST(:step_ranks AS integer[]), CAST(:recipients AS text[]),
             CAST(:previous_by AS date[]))
      AS x(key, subject_id, cycle, step, step_rank, recipient, previous_by)
--- EXISTS, not JOINs: the planner cannot estimate unnest's rows and chose a nested loop
--- over all clients per candidate (73 s for a 35k-invoice surge); these are PK lookups.
+-- EXISTS of primary-key lookups, not JOINs (docs/performance.md).
 WHERE /*include invoice_open*/
   AND /*include dunning_step_is_next*/
 ON CONFLICT (key) DO NOTHING

@@ -77,11 +77,8 @@ CREATE TABLE IF NOT EXISTS dueflow_ledger (
     -- that got it out (DESIGN.md), which may be a later run than the one that reserved it.
     attempt_as_of  date
 );
--- One index per job, each partial: a reservation writes the heap, the primary key,
--- ONE of these two and the open-keys index, and every status change rewrites entries
--- in all of them; one index for both jobs cost a fifth of the time of a big reservation.
--- Renewals by cycle first: renewal_history.sql reads only the cycles still ahead, as an
--- index-only scan (the rows carry rendered messages: reading the heap costs gigabytes).
+-- One partial index per job, renewals by cycle first (renewal_history is an index-only
+-- scan): why, in docs/performance.md.
 CREATE INDEX IF NOT EXISTS dueflow_ledger_renewals ON dueflow_ledger (cycle, subject_id, step_rank)
     WHERE job = 'renewal';
 CREATE INDEX IF NOT EXISTS dueflow_ledger_dunning ON dueflow_ledger (subject_id, step_rank)
@@ -89,9 +86,8 @@ CREATE INDEX IF NOT EXISTS dueflow_ledger_dunning ON dueflow_ledger (subject_id,
 -- Replaced by the two above (init-db on a ledger made by an earlier version).
 DROP INDEX IF EXISTS dueflow_ledger_subject;
 DROP INDEX IF EXISTS dueflow_ledger_cycles;
--- The unsettled rows, keyed by `key`: an index on `status` here would let the planner,
--- with statistics taken before a surge of fresh pending rows, scan every pending row for
--- each per-key UPDATE; keyed by `key`, every plan for `key = ? AND status = ?` is a lookup.
+-- The unsettled rows, keyed by `key` so that every per-key status change is a lookup
+-- (docs/performance.md).
 CREATE INDEX IF NOT EXISTS dueflow_ledger_open_keys ON dueflow_ledger (key)
     WHERE status IN ('pending', 'failed');
 

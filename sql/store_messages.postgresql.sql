@@ -1,5 +1,5 @@
 -- Write the rendered messages onto reserved rows before any is sent (G2), fed with arrays
--- (a round trip per row cost 20 s on a first-run surge of 88,000 messages). The first
+-- (docs/performance.md). The first
 -- message stored on a row stays: a row that already has one, or that a delivery claimed,
 -- keeps it, so whatever run sends a key sends the text the ledger holds (G7).
 UPDATE dueflow_ledger AS l

@@ -33,11 +33,12 @@ from typing import TypeVar
 from prefect import task, unmapped
 from prefect.cache_policies import NO_CACHE
 
-from tasks import db
-from tasks.core.addresses import Mailbox
-from tasks.core.message import OutgoingEmail
-from tasks.core.statuses import RowStatus, SendStatus
-from tasks.mail import MailConfig, Transport, open_transport
+from dueflow.tasks.adapters import db
+from dueflow.tasks.adapters.db import Database
+from dueflow.tasks.adapters.mail import MailConfig, Transport, open_transport
+from dueflow.tasks.core.addresses import Mailbox
+from dueflow.tasks.core.message import OutgoingEmail
+from dueflow.tasks.core.statuses import RowStatus, SendStatus
 
 MAX_BATCH = 200
 GROUP_MAX = 20  # emails claimed, and outcomes recorded, per ledger transaction
@@ -74,7 +75,7 @@ class DeliverySettings:
 
     mail: MailConfig
     sender: Mailbox
-    database_url: str
+    database: Database
     as_of: date
     retry_backoff: timedelta = timedelta(hours=1)
 
@@ -115,7 +116,7 @@ class _Batch:
 
     def __init__(self, items: Sequence[Recipient], settings: DeliverySettings) -> None:
         self.settings = settings
-        self.engine = db.engine_for(settings.database_url)
+        self.engine = settings.database.engine
         self.token = uuid.uuid4().hex  # a second execution of the batch has its own
         self.recipients = {item.key: item.recipient for item in items}
         self.results: dict[str, Delivery] = {}
@@ -260,8 +261,7 @@ def _after_a_crash(batch: Sequence[Recipient], settings: DeliverySettings,
     """A batch died: what the ledger says of each of its keys. A row it never claimed was
     surely not sent (a later run sends it); a claimed one stays pending, in doubt."""
     try:
-        engine = db.engine_for(settings.database_url)
-        claimed = db.claimed_keys(engine, [item.key for item in batch])
+        claimed = db.claimed_keys(settings.database.engine, [item.key for item in batch])
     except Exception:
         claimed = None
     out = []

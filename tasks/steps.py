@@ -1,27 +1,26 @@
 """The run's steps as Prefect tasks: extract, decide, reserve, store, quarantine, report.
 
-Each wraps a function from `tasks.db` or `tasks.decide`; the wrappers only add
-Prefect's bookkeeping. DataFrames pass between tasks in memory, so no task
-hashes its inputs (NO_CACHE) and nothing is persisted.
+Each wraps a function of the pure core (`tasks.core`) or of the database adapter; the
+wrappers only add Prefect's bookkeeping. DataFrames pass between tasks in memory, so no
+task hashes its inputs (NO_CACHE) and nothing is persisted.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import date
-from typing import TYPE_CHECKING
 
 import pandas as pd
 from prefect import task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
 
-from sql import statement
-from tasks import db
-from tasks.compose import Composed, compose_dunning_emails, compose_renewal_alerts
-from tasks.core.addresses import Mailbox
-from tasks.core.message import OutgoingEmail
-from tasks.decide import (
+from dueflow.blocks.settings import LLMConfig
+from dueflow.sql import statement
+from dueflow.tasks.adapters import db
+from dueflow.tasks.adapters.db import Database
+from dueflow.tasks.core.addresses import Mailbox
+from dueflow.tasks.core.decide import (
     Decision,
     DunningStart,
     due_dunning_steps,
@@ -30,98 +29,85 @@ from tasks.decide import (
     renewal_alerts_for,
     renewal_window,
 )
-from tasks.report import RunSummary, attention_first, markdown
+from dueflow.tasks.core.llm_guard import DRAFTED_STEPS, payment_history_frame, reminders, template_draft
+from dueflow.tasks.core.render import Composed, Draft, compose_dunning_emails, compose_renewal_alerts
+from dueflow.tasks.core.report import RunSummary, attention_first, markdown
 
 ARTIFACT_ROWS = 1000
 
-if TYPE_CHECKING:
-    from tasks.llm import Draft, LLMConfig
-
 
 @task(name="extract-renewals", cache_policy=NO_CACHE)
-def extract_renewals(
-    database_url: str, as_of: date, leads: Sequence[int]
-) -> tuple[pd.DataFrame, pd.DataFrame]:
+def extract_renewals(database: Database, as_of: date, leads: Sequence[int]) -> dict[str, pd.DataFrame]:
     """Contracts that can be due tonight, and the leads already reserved for their cycles."""
-    engine = db.engine_for(database_url)
     start, end = renewal_window(as_of, leads)
-    contracts = db.extract_frame(
-        engine,
-        statement("extract_contracts", db.dialect(engine)),
-        {"window_start": start.isoformat(), "window_end": end.isoformat()},
-    )
-    history = db.extract_frame(engine, statement("renewal_history"), {"as_of": as_of.isoformat()})
-    return contracts, history
+    engine = database.engine
+    return {
+        "contracts": db.extract_frame(engine, statement("extract_contracts", db.dialect(engine)),
+                                      {"window_start": start.isoformat(), "window_end": end.isoformat()}),
+        "history": db.extract_frame(engine, statement("renewal_history"), {"as_of": as_of.isoformat()}),
+    }
 
 
 @task(name="decide-renewals", cache_policy=NO_CACHE)
-def decide_renewals(
-    contracts: pd.DataFrame, history: pd.DataFrame, as_of: date, leads: Sequence[int]
+def decide_renewals(extracted: dict[str, pd.DataFrame], as_of: date, leads: Sequence[int]) -> Decision:
+    return due_renewal_alerts(extracted["contracts"], extracted["history"], as_of, leads)
+
+
+@task(name="extract-dunning", cache_policy=NO_CACHE)
+def extract_dunning(database: Database) -> dict[str, pd.DataFrame]:
+    """Open invoices, their clients, and the dunning steps already in the ledger for them."""
+    engine = database.engine
+    queries = {"invoices": "extract_invoices", "clients": "extract_clients", "history": "dunning_history"}
+    return {name: db.extract_frame(engine, statement(query, db.dialect(engine)), {})
+            for name, query in queries.items()}
+
+
+@task(name="decide-dunning", cache_policy=NO_CACHE)
+def decide_dunning(
+    extracted: dict[str, pd.DataFrame], as_of: date, delays: Sequence[int], timezone: str,
+    escalation_to: str | None, start: DunningStart,
 ) -> Decision:
-    return due_renewal_alerts(contracts, history, as_of, leads)
+    return due_dunning_steps(extracted["invoices"], extracted["clients"], extracted["history"], as_of,
+                             delays, timezone, escalation_to, start)
 
 
 @task(name="quarantine-rows", cache_policy=NO_CACHE)
-def quarantine_rows(
-    database_url: str, job: str, rows: pd.DataFrame, as_of: date, flow_run_id: str | None
-) -> None:
-    db.quarantine(db.engine_for(database_url), job, rows, as_of, flow_run_id)
+def quarantine_rows(database: Database, job: str, rows: pd.DataFrame, as_of: date,
+                    flow_run_id: str | None) -> None:
+    db.quarantine(database.engine, job, rows, as_of, flow_run_id)
 
 
 @task(name="reserve-slots", cache_policy=NO_CACHE)
 def reserve_slots(
-    database_url: str, job: str, candidates: pd.DataFrame, as_of: date, flow_run_id: str | None,
+    database: Database, job: str, candidates: pd.DataFrame, as_of: date, flow_run_id: str | None,
     status: str = "pending",
 ) -> tuple[set[str], dict[str, str]]:
     """One bulk INSERT … ON CONFLICT DO NOTHING RETURNING: the keys this run won, and for
     the candidates it did not win, their ledger status (absent: the source row changed
     after extraction and the reservation's re-check refused it)."""
-    engine = db.engine_for(database_url)
+    engine = database.engine
     won = db.reserve(engine, job, candidates, as_of, flow_run_id, status)
     lost = [key for key in candidates["key"] if key not in won]
     return won, db.ledger_status(engine, lost)
 
 
 @task(name="store-messages", cache_policy=NO_CACHE)
-def store_messages(database_url: str, emails: Sequence[OutgoingEmail]) -> None:
-    """Commit each rendered message on its ledger row before anything is sent (G2)."""
-    db.store_messages(db.engine_for(database_url), [email.as_row() for email in emails])
-
-
-@task(name="record-unrendered", cache_policy=NO_CACHE)
-def record_unrendered(database_url: str, failures: Sequence[tuple[str, str]]) -> None:
-    """Mark reserved rows that could not be composed as failed (known not sent)."""
-    db.record_unrendered(db.engine_for(database_url), failures)
-
-
-@task(name="extract-dunning", cache_policy=NO_CACHE)
-def extract_dunning(database_url: str) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """Open invoices, their clients, and the dunning steps already reserved for them."""
-    engine = db.engine_for(database_url)
-    return (
-        db.extract_frame(engine, statement("extract_invoices"), {}),
-        db.extract_frame(engine, statement("extract_clients"), {}),
-        db.extract_frame(engine, statement("dunning_history"), {}),
-    )
-
-
-@task(name="decide-dunning", cache_policy=NO_CACHE)
-def decide_dunning(
-    invoices: pd.DataFrame, clients: pd.DataFrame, history: pd.DataFrame, as_of: date,
-    delays: Sequence[int], timezone: str, escalation_to: str | None, start: DunningStart,
-) -> Decision:
-    return due_dunning_steps(invoices, clients, history, as_of, delays, timezone, escalation_to, start)
+def store_messages(database: Database, composed: Composed) -> None:
+    """Commit each rendered message on its ledger row before anything is sent (G2), and
+    mark the rows that could not be rendered as failed (known not sent)."""
+    db.store_messages(database.engine, [email.as_row() for email in composed.emails])
+    db.record_unrendered(database.engine, composed.failures)
 
 
 @task(name="find-unsent", cache_policy=NO_CACHE)
 def find_unsent(
-    database_url: str, as_of: date, flow_run_id: str | None, max_attempts: int
+    database: Database, as_of: date, flow_run_id: str | None, max_attempts: int
 ) -> tuple[list[str], pd.DataFrame]:
     """What earlier runs left for this one (G3, G4): failed rows due for another attempt
     go back to pending; unclaimed rows no longer due are withdrawn (known not sent);
     returns the withdrawn keys and every unclaimed pending row — surely never handed to
     SMTP — which this run sends."""
-    engine = db.engine_for(database_url)
+    engine = database.engine
     db.requeue_failed(engine, as_of, flow_run_id, max_attempts)
     withdrawn = db.withdraw_unsent(engine, as_of)
     return withdrawn, db.unsent_rows(engine)
@@ -129,22 +115,20 @@ def find_unsent(
 
 @task(name="render-unsent", cache_policy=NO_CACHE)
 def render_unsent(
-    database_url: str, unstored: pd.DataFrame, as_of: date, renewal_locale: str, sender: Mailbox,
+    database: Database, unstored: pd.DataFrame, as_of: date, renewal_locale: str, sender: Mailbox,
     timezone: str, escalation_to: str | None,
 ) -> Composed:
     """Messages for reserved rows that never got one stored (their run died first, or an
     operator settled them as failed): rendered from the source rows as they are now, with
     the template paragraph (the model is only asked for keys a run just reserved)."""
-    engine = db.engine_for(database_url)
-    emails: list[OutgoingEmail] = []
-    failures: list[tuple[str, str]] = []
+    engine = database.engine
+    composed = Composed()
     renewals = unstored[unstored["job"] == "renewal"]
     if not renewals.empty:
         contracts = db.rows_by_id(engine, "contracts_by_id", renewals["subject_id"].unique().tolist())
         decision = renewal_alerts_for(contracts, renewals, as_of)
-        more, bad = compose_renewal_alerts(decision.due, renewal_locale, sender)
-        emails += more
-        failures += bad + _not_rendered(decision)
+        composed += compose_renewal_alerts(decision.due, renewal_locale, sender)
+        composed += _not_rendered(decision)
     dunning = unstored[unstored["job"] == "dunning"]
     if not dunning.empty:
         invoices = db.rows_by_id(engine, "invoices_by_id", dunning["subject_id"].unique().tolist())
@@ -152,19 +136,16 @@ def render_unsent(
                                 invoices["client_id"].dropna().astype(str).unique().tolist())
         history = db.extract_frame(engine, statement("dunning_history"), {})
         decision = dunning_steps_for(invoices, clients, dunning, as_of, timezone, escalation_to)
-        from tasks.llm import draft_paragraphs
-
-        drafts = {d.key: d for d in draft_paragraphs(decision.due, pd.DataFrame(), None)}
-        more, bad = compose_dunning_emails(decision.due, history, sender, drafts)
-        emails += more
-        failures += bad + _not_rendered(decision)
-    return emails, failures
+        drafts = {r.key: template_draft(r, "rendered again (never stored): template paragraph")
+                  for r in reminders(decision.due)}
+        composed += compose_dunning_emails(decision.due, history, sender, drafts)
+        composed += _not_rendered(decision)
+    return composed
 
 
-def _not_rendered(decision: Decision) -> list[tuple[str, str]]:
-    return [(key, f"could not render the email: {reason}")
-            for key, reason in zip(decision.quarantined["source_id"], decision.quarantined["reason"],
-                                   strict=True)]
+def _not_rendered(decision: Decision) -> Composed:
+    return Composed(failures=[(key, f"could not render the email: {reason}") for key, reason in zip(
+        decision.quarantined["source_id"], decision.quarantined["reason"], strict=True)])
 
 
 @task(name="compose-renewal-alerts", cache_policy=NO_CACHE)
@@ -174,18 +155,18 @@ def compose_renewals(winners: pd.DataFrame, locale: str, sender: Mailbox) -> Com
 
 @task(name="draft-reminder-paragraphs", cache_policy=NO_CACHE)
 def draft_reminders(
-    winners: pd.DataFrame, database_url: str, timezone: str, llm: LLMConfig | None
+    winners: pd.DataFrame, database: Database, timezone: str, llm: LLMConfig | None
 ) -> list[Draft]:
     """The personalised paragraph of each REMINDED_1/2 this run won (G7). The model is
     asked only here, only for freshly reserved keys: a retry resends the stored text."""
-    from tasks.llm import DRAFTED_STEPS, draft_paragraphs, payment_history_frame
-
     reminders = winners[winners["step"].isin(DRAFTED_STEPS)]
     if reminders.empty:
         return []
+    from dueflow.tasks.adapters.llm_client import draft_paragraphs
+
     history = pd.DataFrame()
     if llm is not None:  # the payment history only feeds the model's prompt
-        raw = db.read_frame(db.engine_for(database_url), statement("client_payment_history"), {})
+        raw = db.read_frame(database.engine, statement("client_payment_history"), {})
         history = payment_history_frame(raw, timezone)
     return draft_paragraphs(reminders, history, llm)
 

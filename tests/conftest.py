@@ -21,7 +21,7 @@ from collections.abc import Iterator
 import pytest
 from sqlalchemy import create_engine, text
 
-from tasks import db
+from dueflow.tasks.adapters import db
 from tests.smtp_server import SmtpSink
 
 PG_URL = os.environ.get("DUEFLOW_TEST_PG_URL", "postgresql+psycopg2://postgres@127.0.0.1:5432/test")

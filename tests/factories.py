@@ -11,7 +11,7 @@ from typing import TypeVar
 import httpx
 from sqlalchemy import text
 
-from tasks import db
+from dueflow.tasks.adapters import db
 
 T = TypeVar("T")
 

@@ -18,7 +18,7 @@ from decimal import Decimal, InvalidOperation
 import pandas as pd
 from hypothesis import strategies as st
 
-from tasks.core.money import KNOWN_CURRENCIES, minor_units
+from dueflow.tasks.core.money import KNOWN_CURRENCIES, minor_units
 
 AS_OF = date(2027, 1, 1)
 LEADS = (15, 30, 60)

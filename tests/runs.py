@@ -10,9 +10,9 @@ import sys
 from datetime import date, timedelta
 from pathlib import Path
 
-from flows.nightly_alerts import DELIVERY_WORKERS
-from tasks import db
-from tasks.deliver import GROUP_MAX
+from dueflow.flows.nightly_alerts import DELIVERY_WORKERS
+from dueflow.tasks.adapters import db
+from dueflow.tasks.deliver import GROUP_MAX
 from tests.factories import contract, insert
 
 AS_OF = date(2027, 1, 1)
@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def start(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.Popen:
     full = {k: v for k, v in os.environ.items() if not k.startswith("DUEFLOW_")} | env
     full["PYTHONPATH"] = str(ROOT)
-    return subprocess.Popen([sys.executable, "-m", "flows.cli", *args], env=full, cwd=cwd,
+    return subprocess.Popen([sys.executable, "-m", "dueflow.flows.cli", *args], env=full, cwd=cwd,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -69,3 +69,18 @@ def assert_stopped_mid_delivery_then_rerun(db_url: str, smtp_sink, cli_env: dict
         listed = start(["ledger", "--status", "pending", "--json"], cli_env, tmp_path)
         out, _ = listed.communicate(timeout=60)
         assert {json.loads(line)["key"] for line in out.splitlines()} == in_doubt
+
+
+def hold_write_lock(path: str, seconds: float) -> subprocess.Popen:
+    """Another process that takes the SQLite file's write lock and keeps it."""
+    holder = subprocess.Popen(
+        [sys.executable, "-c",
+         "import sqlite3, sys, time\n"
+         f"conn = sqlite3.connect({path!r}, isolation_level=None, timeout=30)\n"
+         "conn.execute('BEGIN IMMEDIATE')\n"
+         "print('locked', flush=True)\n"
+         f"time.sleep({seconds})\n"
+         "conn.execute('COMMIT')\n"],
+        stdout=subprocess.PIPE, text=True)
+    assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+    return holder

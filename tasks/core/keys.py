@@ -19,6 +19,8 @@ from typing import NewType
 
 import pandas as pd
 
+from dueflow.tasks.core.text import text_or_none
+
 Key = NewType("Key", str)
 MAX_ID_CHARS = 200
 
@@ -96,22 +98,28 @@ def parse_key(key: str) -> ParsedKey:
 # Characters no id may hold: C0/C1 controls (CR, LF, NUL, TAB …), the Unicode line and
 # paragraph separators, and lone surrogates (how invalid UTF-8 arrives from SQLite).
 _UNSAFE_ID = r"[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]"
+_UNSAFE = re.compile(_UNSAFE_ID)
+_SURROGATES = re.compile(r"[\ud800-\udfff]")
+
+
+def id_problem(value: object, what: str = "id") -> str | None:
+    """Why one id cannot make a key, or None when it can."""
+    text = text_or_none(value)
+    if text is None or not text.strip():
+        return f"{what} missing"
+    if _SURROGATES.search(text):
+        return f"{what} is not valid UTF-8"
+    if _UNSAFE.search(text):
+        return f"{what} contains control characters"
+    if len(text) > MAX_ID_CHARS:
+        return f"{what} longer than {MAX_ID_CHARS} characters"
+    return None
 
 
 def id_problems(ids: pd.Series, what: str = "id") -> pd.Series:
     """Why each id cannot make a key (NA where it can): missing or blank, invalid UTF-8,
     control characters, or longer than MAX_ID_CHARS."""
-    text = ids.astype("string")
-    problems = pd.Series(pd.NA, index=ids.index, dtype="string")
-    checks = [
-        (text.isna() | (text.str.strip() == ""), f"{what} missing"),
-        (text.str.contains(r"[\ud800-\udfff]", regex=True), f"{what} is not valid UTF-8"),
-        (text.str.contains(_UNSAFE_ID, regex=True), f"{what} contains control characters"),
-        (text.str.len() > MAX_ID_CHARS, f"{what} longer than {MAX_ID_CHARS} characters"),
-    ]
-    for failed, reason in reversed(checks):
-        problems = problems.mask(failed.fillna(False).astype(bool), reason)
-    return problems
+    return pd.Series([id_problem(value, what) for value in ids.tolist()], index=ids.index, dtype="string")
 
 
 def printable_id(value: object) -> str:

@@ -17,7 +17,7 @@ from email.header import Header
 from email.utils import format_datetime
 from typing import Any
 
-from tasks.core.addresses import Mailbox, is_address
+from dueflow.tasks.core.addresses import Mailbox, is_address
 
 HEADER_NAMES = ("From", "To", "Subject", "Date", "Message-ID", "X-Dueflow-Key", "MIME-Version",
                 "Content-Type")

@@ -4,10 +4,13 @@ and the reader's symbols and separators (Babel)."""
 
 from __future__ import annotations
 
+import re
 from decimal import Decimal, InvalidOperation, localcontext
 from functools import cache
 
 import pandas as pd
+
+from dueflow.tasks.core.text import text_or_none
 
 # ISO 4217 codes in circulation; an amount in anything else is quarantined.
 KNOWN_CURRENCIES = frozenset(
@@ -23,6 +26,7 @@ KNOWN_CURRENCIES = frozenset(
 )
 # A plain decimal number as databases print them (PostgreSQL numeric, SQLite's REAL text).
 _NUMBER = r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d{1,4})?"
+_NUMBER_PATTERN = re.compile(_NUMBER)
 MAX_DIGITS = 30  # digits written out (integer part and decimals): more than any money needs
 
 
@@ -43,7 +47,7 @@ def to_decimal(text: object) -> Decimal | None:
     if text is None or text is pd.NA:
         return None
     value = str(text).strip()
-    if not pd.Series([value]).str.fullmatch(_NUMBER).iloc[0]:
+    if not _NUMBER_PATTERN.fullmatch(value):
         return None
     try:
         return Decimal(value)
@@ -71,27 +75,26 @@ def amount_problems(amounts: pd.Series, currencies: pd.Series, *, positive: bool
     """Why each amount cannot be shown as money (NA where it can): missing or not a number,
     zero or negative (`positive`, e.g. a credit note: nothing to collect) or negative,
     or more decimals than its currency has. Currencies are checked on their own."""
-    text = amounts.astype("string").str.strip()
-    numeric = text.str.fullmatch(_NUMBER).fillna(False).astype(bool)
-    values = pd.Series([to_decimal(v) if ok else None for v, ok in zip(text, numeric, strict=True)],
-                       index=amounts.index, dtype=object)
-    problems = pd.Series(pd.NA, index=amounts.index, dtype="string")
-    for i, value in values.items():
+    texts = [text_or_none(v) for v in amounts.tolist()]
+    currency_of = currencies.tolist()
+    problems: list[str | None] = []
+    for text, currency in zip(texts, currency_of, strict=True):
+        value = to_decimal(text)
         if value is None:
-            problems[i] = "amount missing or not a number"
+            problems.append("amount missing or not a number")
         elif _written_digits(value) > MAX_DIGITS:
-            problems[i] = f"amount has more than {MAX_DIGITS} digits"
+            problems.append(f"amount has more than {MAX_DIGITS} digits")
         elif positive and value <= 0:
-            problems[i] = ("amount is zero: nothing to collect" if value == 0 else
-                           "amount is negative (a credit note): nothing to collect")
+            problems.append("amount is zero: nothing to collect" if value == 0 else
+                            "amount is negative (a credit note): nothing to collect")
         elif value < 0:
-            problems[i] = "amount is negative"
+            problems.append("amount is negative")
+        elif isinstance(currency, str) and currency in KNOWN_CURRENCIES and (
+                _decimals(value) > (units := minor_units(currency))):
+            problems.append(f"amount {str(text).strip()} has more decimals than {currency} uses ({units})")
         else:
-            currency = currencies.get(i)
-            if isinstance(currency, str) and currency in KNOWN_CURRENCIES and (
-                    _decimals(value) > (units := minor_units(currency))):
-                problems[i] = f"amount {text[i]} has more decimals than {currency} uses ({units})"
-    return problems
+            problems.append(None)
+    return pd.Series(problems, index=amounts.index, dtype="string")
 
 
 @cache

@@ -1,0 +1,2 @@
+INSERT OR IGNORE INTO candidate (key, subject_id, cycle, step, step_rank, recipient, previous_by)
+VALUES (:key, :subject_id, :cycle, :step, :step_rank, :recipient, :previous_by)

@@ -1,0 +1,245 @@
+"""Transports: SMTP (plain, STARTTLS, SSL) and a file outbox, chosen by DUEFLOW_MAIL_URL.
+
+Every send ends in one of three outcomes (G3, G4):
+- `sent`: the server accepted the message (250 after DATA), or the file was written;
+- `failed`: surely not sent — refused before acceptance (connect error, 4xx/5xx at
+  MAIL, RCPT or DATA, or a refusal of the message content);
+- `pending`: may have been delivered — the conversation broke after the content
+  started to leave. Pending rows are never resent automatically.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import re
+import smtplib
+import ssl
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Literal
+from urllib.parse import parse_qs, unquote, urlsplit
+
+from dueflow.blocks.settings import ConfigError
+from dueflow.tasks.core.addresses import Mailbox
+from dueflow.tasks.core.message import OutgoingEmail, message_bytes
+from dueflow.tasks.core.statuses import SendResult, SendStatus
+
+
+@dataclass(frozen=True)
+class MailConfig:
+    scheme: Literal["smtp", "smtps", "smtp+starttls", "file"]
+    host: str = ""
+    port: int = 0
+    username: str | None = None
+    password: str | None = field(default=None, repr=False)
+    directory: Path | None = None
+    timeout: float = 30.0
+    cafile: str | None = None  # ?cafile=/path/ca.pem: trust a private CA for TLS
+
+    def describe(self) -> str:
+        """Where mail goes, without credentials."""
+        if self.scheme == "file":
+            return f"the folder {self.directory}/ (one .eml per email)"
+        return f"{self.scheme}://{self.host}:{self.port}"
+
+
+def parse_mail_url(url: str) -> MailConfig:
+    """MailConfig from `smtp://`, `smtps://`, `smtp+starttls://` or `file://` URLs."""
+    if url.startswith("file://"):
+        path = url[len("file://"):]
+        if not path:
+            raise ConfigError("DUEFLOW_MAIL_URL file:// needs a directory, e.g. file://./outbox")
+        return MailConfig(scheme="file", directory=Path(unquote(path)))
+    parts = urlsplit(url)
+    defaults = {"smtp": 25, "smtp+starttls": 587, "smtps": 465}
+    if parts.scheme not in defaults or not parts.hostname:
+        raise ConfigError(
+            "DUEFLOW_MAIL_URL must look like smtp://host:port, smtp+starttls://user:pass@host:587,"
+            " smtps://user:pass@host:465 or file:///dir"
+        )
+    try:
+        port = parts.port or defaults[parts.scheme]
+    except ValueError:
+        raise ConfigError("DUEFLOW_MAIL_URL has an invalid port") from None
+    query = parse_qs(parts.query)
+    return MailConfig(
+        scheme=parts.scheme,  # type: ignore[arg-type]
+        host=parts.hostname,
+        port=port,
+        username=unquote(parts.username) if parts.username else None,
+        password=unquote(parts.password) if parts.password else None,
+        cafile=query["cafile"][0] if "cafile" in query else None,
+    )
+
+
+class Transport:
+    """Sends rendered emails; use as a context manager so connections are closed."""
+
+    def send(self, email: OutgoingEmail) -> SendResult:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Release the connection, if any."""
+
+    def __enter__(self) -> Transport:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+
+class _BrokeBeforeContent(Exception):
+    """The SMTP conversation broke before any of the message left: surely not sent."""
+
+
+def open_transport(config: MailConfig, sender: Mailbox) -> Transport:
+    if config.scheme == "file":
+        return FileOutbox(config, sender)
+    return SmtpTransport(config, sender)
+
+
+def outbox_name(key: str) -> str:
+    """The .eml file name of a key: readable, and distinct for distinct keys (keys that
+    only differ in characters a file name cannot hold get different hashes)."""
+    readable = re.sub(r"[^A-Za-z0-9._-]+", "_", key)[:120]
+    return f"{readable}.{hashlib.sha256(key.encode('utf-8', 'surrogatepass')).hexdigest()[:10]}.eml"
+
+
+class FileOutbox(Transport):
+    """Writes one .eml per message; a message is `sent` once its file is in place."""
+
+    def __init__(self, config: MailConfig, sender: Mailbox) -> None:
+        assert config.directory is not None
+        self.directory = config.directory
+        self.sender = sender
+        self.directory.mkdir(parents=True, exist_ok=True)
+
+    def send(self, email: OutgoingEmail) -> SendResult:
+        final = self.directory / outbox_name(email.key)
+        partial = final.with_suffix(".part")
+        try:
+            partial.write_bytes(message_bytes(email, self.sender))
+            os.replace(partial, final)
+        except (OSError, ValueError) as exc:
+            partial.unlink(missing_ok=True)
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+            return SendResult(SendStatus.FAILED, error=f"could not write {final}: {reason}")
+        return SendResult(SendStatus.SENT, smtp_response=f"written to {final}")
+
+
+def _smtp_text(code: int, reply: bytes | str) -> str:
+    text = reply.decode(errors="replace") if isinstance(reply, bytes) else str(reply)
+    return f"{code} {' '.join(text.split())}"
+
+
+class SmtpTransport(Transport):
+    """One SMTP connection, reused across messages and reopened when it breaks."""
+
+    def __init__(self, config: MailConfig, sender: Mailbox) -> None:
+        self.config = config
+        self.sender = sender
+        self._conn: smtplib.SMTP | None = None
+
+    def _connect(self) -> smtplib.SMTP:
+        cfg = self.config
+        if cfg.scheme == "smtps":
+            conn: smtplib.SMTP = smtplib.SMTP_SSL(
+                cfg.host, cfg.port, timeout=cfg.timeout,
+                context=ssl.create_default_context(cafile=cfg.cafile),
+            )
+        else:
+            conn = smtplib.SMTP(cfg.host, cfg.port, timeout=cfg.timeout)
+        conn.ehlo()
+        if cfg.scheme == "smtp+starttls":
+            conn.starttls(context=ssl.create_default_context(cafile=cfg.cafile))
+            conn.ehlo()
+        if cfg.username:
+            conn.login(cfg.username, cfg.password or "")
+        return conn
+
+    def _drop(self) -> None:
+        if self._conn is not None:
+            try:
+                self._conn.close()
+            finally:
+                self._conn = None
+
+    def send(self, email: OutgoingEmail) -> SendResult:
+        reused = self._conn is not None
+        try:
+            return self._converse(email)
+        except _BrokeBeforeContent as first:
+            if not reused:
+                return SendResult(SendStatus.FAILED, error=str(first))
+        # A reused connection may have gone stale while idle: one try on a fresh one.
+        try:
+            return self._converse(email)
+        except _BrokeBeforeContent as second:
+            return SendResult(SendStatus.FAILED, error=str(second))
+
+    def _converse(self, email: OutgoingEmail) -> SendResult:
+        phase = "build"
+        try:
+            # Built first: an email no header can carry fails before any byte leaves.
+            payload = re.sub(rb"(?m)^\.", b"..", message_bytes(email, self.sender))
+            phase = "connect"
+            if self._conn is None:
+                self._conn = self._connect()
+            conn = self._conn
+            phase = "MAIL"
+            code, reply = conn.mail(self.sender.address)
+            if code != 250:
+                return self._refused(phase, code, reply)
+            phase = "RCPT"
+            code, reply = conn.rcpt(email.recipient)
+            if code not in (250, 251):
+                return self._refused(phase, code, reply)
+            phase = "DATA"
+            conn.putcmd("data")
+            code, reply = conn.getreply()
+            if code != 354:
+                return self._refused(phase, code, reply)
+            phase = "content"  # from here on the server may have the message
+            conn.send(payload + b".\r\n")
+            code, reply = conn.getreply()
+        except Exception as exc:
+            detail = f"{type(exc).__name__}: {exc}"
+            if phase == "build":
+                return SendResult(SendStatus.FAILED, error=f"not sent: cannot build the message: {exc}",
+                                  permanent=True)
+            self._drop()
+            if phase == "content":
+                return SendResult(SendStatus.PENDING, error=f"outcome unknown after DATA: {detail}")
+            if not isinstance(exc, smtplib.SMTPException | OSError):
+                # Not the connection: nothing left, and trying again would fail the same way.
+                return SendResult(SendStatus.FAILED, error=f"not sent: error at {phase}: {detail}")
+            raise _BrokeBeforeContent(f"not sent: connection broke at {phase}: {detail}") from None
+        if code == 250:
+            return SendResult(SendStatus.SENT, smtp_response=_smtp_text(code, reply))
+        if 400 <= code < 600:
+            return self._refused("end of DATA", code, reply)
+        # Anything else after the content left is not a refusal we understand.
+        self._drop()
+        return SendResult(SendStatus.PENDING,
+                          error=f"unexpected reply after DATA: {_smtp_text(code, reply)}")
+
+    def _refused(self, phase: str, code: int, reply: bytes | str) -> SendResult:
+        text = _smtp_text(code, reply)
+        try:
+            assert self._conn is not None
+            self._conn.rset()
+        except (smtplib.SMTPException, OSError):
+            self._drop()
+        return SendResult(SendStatus.FAILED, smtp_response=text, error=f"refused at {phase}: {text}",
+                          permanent=code >= 500)
+
+    def close(self) -> None:
+        if self._conn is not None:
+            with contextlib.suppress(smtplib.SMTPException, OSError):
+                self._conn.quit()
+            self._drop()

@@ -1,0 +1,463 @@
+"""Decisions: pure, vectorised functions of DataFrames and dates. No I/O, no row loops.
+
+Every source row the run extracted ends in exactly one place: due (then sent, or already
+handled), quarantined with a reason (G6), or not due tonight. Comparisons are NULL-safe
+by construction: a missing or unexpected value is a reason, never a silent "no".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import date, timedelta
+from typing import Literal
+
+import numpy as np
+import pandas as pd
+
+from dueflow.tasks.core.addresses import valid_email
+from dueflow.tasks.core.keys import (
+    CLIENT_STEPS,
+    DUNNING_STEPS,
+    DunningStep,
+    dunning_keys,
+    id_problems,
+    printable_id,
+    renewal_keys,
+)
+from dueflow.tasks.core.locales import SUPPORTED_LOCALES
+from dueflow.tasks.core.money import amount_problems, known_currency
+from dueflow.tasks.core.statuses import (
+    CONTRACT_ACTIVE,
+    CONTRACT_CANCELLED,
+    INVOICE_DUNNED,
+    INVOICE_ENDED,
+    STEP_DONE,
+)
+from dueflow.tasks.core.text import invalid_utf8, one_line
+from dueflow.tasks.core.validate import as_dates, first_reason, flag_values, quote
+
+TEXT_LIMIT = 200  # characters of a name, title or number shown in an email
+DunningStart = Literal["sent", "due"]
+
+RENEWAL_COLUMNS = (
+    "key", "subject_id", "cycle", "step", "step_rank", "recipient", "vendor", "title",
+    "amount", "currency", "renewal_date", "days_left", "handled",
+)
+DUNNING_COLUMNS = (
+    "key", "subject_id", "cycle", "step", "step_rank", "recipient", "previous_by", "handled",
+    "number", "amount", "currency", "issue_date", "due_date", "client_id", "client_name",
+    "client_email", "locale", "notes", "days_in_step",
+)
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What one job decided for one run.
+
+    `due` holds every row due tonight (key, recipient and the facts to render);
+    `handled` marks those whose key, or a more urgent one of the same cycle, is
+    already in the ledger. `quarantined` holds bad rows: `source_id`, `reason`.
+    """
+
+    due: pd.DataFrame
+    quarantined: pd.DataFrame
+
+    @property
+    def to_reserve(self) -> pd.DataFrame:
+        return self.due.loc[~self.due["handled"]]
+
+
+def normalise_leads(leads: Sequence[int]) -> list[int]:
+    """Leads sorted from most to least urgent; they must be distinct non-negative days."""
+    cleaned = sorted({int(lead) for lead in leads})
+    if not cleaned or cleaned[0] < 0:
+        raise ValueError(f"renewal leads must be non-negative day counts, got {list(leads)!r}")
+    return cleaned
+
+
+def renewal_window(as_of: date, leads: Sequence[int]) -> tuple[date, date]:
+    """The renewal dates that can be due on `as_of`: [as_of, as_of + widest lead]."""
+    return as_of, as_of + timedelta(days=max(normalise_leads(leads)))
+
+
+def due_lead(days_left: np.ndarray, leads: Sequence[int]) -> np.ndarray:
+    """The smallest lead L with 0 <= d <= L for each d, or -1 where nothing is due."""
+    ordered = np.asarray(normalise_leads(leads))
+    position = np.searchsorted(ordered, days_left, side="left")
+    due = (days_left >= 0) & (position < len(ordered))
+    return np.where(due, ordered[np.minimum(position, len(ordered) - 1)], -1)
+
+
+def _text(rows: pd.DataFrame, column: str) -> pd.Series:
+    return rows[column].astype("string") if column in rows else pd.Series(
+        pd.NA, index=rows.index, dtype="string")
+
+
+def _duplicates(ids: pd.Series) -> pd.Series:
+    """How many rows share each row's id (1 for a unique id; missing ids count apart)."""
+    counts = ids.map(ids.value_counts(dropna=True))
+    return counts.fillna(1).astype(np.int64)
+
+
+def _utf8_checks(rows: pd.DataFrame, columns: Sequence[str], table: str) -> list:
+    return [(invalid_utf8(rows[c]), f"{table}.{c} is not valid UTF-8") for c in columns if c in rows]
+
+
+def _source_ids(ids: pd.Series) -> pd.Series:
+    return ids.astype(object).map(printable_id).astype("string")
+
+
+def _contract_reasons(rows: pd.DataFrame, renewal: pd.Series, relevant: pd.Series) -> pd.Series:
+    """Why each relevant contract cannot be alerted (NA where it can)."""
+    status = _text(rows, "status")
+    email = _text(rows, "notify_email")
+    ids = _text(rows, "id")
+    copies = _duplicates(ids)
+    amounts = pd.Series(pd.NA, index=rows.index, dtype="string")
+    amounts[relevant] = amount_problems(rows.loc[relevant, "amount"], rows.loc[relevant, "currency"],
+                                        positive=False)
+    return first_reason(
+        [
+            (id_problems(ids).notna(), lambda i: id_problems(ids[i])),
+            (copies > 1, lambda i: "id " + quote(ids[i]) + " appears " + copies[i].astype("string")
+             + " times in contracts"),
+            *_utf8_checks(rows, ("vendor", "title", "amount", "currency", "renewal_date",
+                                 "notify_email", "status"), "contracts"),
+            (renewal.isna(), "renewal_date missing or not a valid date"),
+            (status.isna(), "status missing"),
+            (status != CONTRACT_ACTIVE, lambda i: "unknown status " + quote(status[i])),
+            (email.isna(), "notify_email missing"),
+            (~valid_email(email), lambda i: "notify_email is not a valid address: " + quote(email[i])),
+            (~known_currency(rows["currency"]), lambda i: "unknown currency " + quote(rows["currency"][i])),
+            (amounts.notna(), lambda i: amounts[i]),
+            (one_line(rows["vendor"], TEXT_LIMIT) == "", "vendor missing"),
+        ],
+        rows.index,
+    ).where(relevant)
+
+
+def _renewal_rows(rows: pd.DataFrame, good: pd.Series, renewal: pd.Series, lead: pd.Series,
+                  as_of: date) -> pd.DataFrame:
+    """The facts of the good contracts' alerts, one row each, keys included."""
+    cycle = renewal[good].dt.strftime("%Y-%m-%d")
+    step_rank = lead[good].astype(np.int64)
+    subject_id = rows.loc[good, "id"].astype("string")
+    return pd.DataFrame(
+        {
+            "key": renewal_keys(subject_id, cycle, step_rank),
+            "subject_id": subject_id,
+            "cycle": cycle,
+            "step": step_rank.astype("string") + "d",
+            "step_rank": step_rank,
+            "recipient": rows.loc[good, "notify_email"].astype("string"),
+            "vendor": one_line(rows.loc[good, "vendor"], TEXT_LIMIT),
+            "title": one_line(rows.loc[good, "title"], TEXT_LIMIT),
+            "amount": rows.loc[good, "amount"].astype("string").str.strip(),
+            "currency": rows.loc[good, "currency"].astype("string"),
+            "renewal_date": renewal[good].dt.date,
+            "days_left": (renewal[good] - pd.Timestamp(as_of)).dt.days.astype(np.int64),
+        }
+    )
+
+
+def _quarantine_frame(rows: pd.DataFrame, reason: pd.Series) -> pd.DataFrame:
+    bad = reason.notna()
+    return pd.DataFrame({"source_id": _source_ids(rows.loc[bad, "id"]),
+                         "reason": reason[bad]}).reset_index(drop=True)
+
+
+def due_renewal_alerts(
+    contracts: pd.DataFrame,
+    history: pd.DataFrame,
+    as_of: date,
+    leads: Sequence[int],
+) -> Decision:
+    """Renewal alerts due on `as_of` (DESIGN.md, "Rules, exactly").
+
+    contracts: id, vendor, title, amount, currency, renewal_date, notify_email, status.
+    history: subject_id, cycle, handled_rank — the most urgent lead already reserved
+    per contract and cycle (cycle = renewal date as YYYY-MM-DD).
+    """
+    rows = contracts.reset_index(drop=True)
+    cancelled = (_text(rows, "status") == CONTRACT_CANCELLED).fillna(False).astype(bool)
+    renewal = as_dates(rows["renewal_date"])
+    days_left = (renewal - pd.Timestamp(as_of)).dt.days
+    lead = pd.Series(
+        due_lead(days_left.fillna(-1).to_numpy(dtype=np.int64), leads), index=rows.index
+    ).where(renewal.notna(), -1)
+
+    candidate = (lead >= 0) & ~cancelled
+    reason = _contract_reasons(rows, renewal, (renewal.isna() & ~cancelled) | candidate)
+    good = candidate & reason.isna()
+    due = _renewal_rows(rows, good, renewal, lead, as_of)
+    handled_rank = pd.to_numeric(due.merge(
+        history.astype({"subject_id": "string", "cycle": "string"}),
+        on=["subject_id", "cycle"],
+        how="left",
+    )["handled_rank"]).to_numpy(dtype=float, na_value=np.nan)
+    # Handled when this lead or a more urgent one of the cycle is already reserved.
+    due["handled"] = ~np.isnan(handled_rank) & (handled_rank <= due["step_rank"].to_numpy())
+    return Decision(due=due.reset_index(drop=True).loc[:, list(RENEWAL_COLUMNS)],
+                    quarantined=_quarantine_frame(rows, reason))
+
+
+def renewal_alerts_for(contracts: pd.DataFrame, keys: pd.DataFrame, as_of: date) -> Decision:
+    """The facts of renewal alerts already in the ledger (`keys`: key, subject_id, cycle,
+    step_rank) from their contracts as they are now: to render a reserved alert that
+    was never stored. A key whose contract is gone, bad, or renews on another date is
+    quarantined with the reason, keyed by the ledger key."""
+    rows = contracts.reset_index(drop=True)
+    renewal = as_dates(rows["renewal_date"])
+    reason = _contract_reasons(rows, renewal, pd.Series(True, index=rows.index))
+    facts = _renewal_rows(rows, reason.isna(), renewal, pd.Series(0, index=rows.index), as_of)
+    facts = facts.drop(columns=["key", "step", "step_rank"])
+    wanted = keys.loc[:, ["key", "subject_id", "cycle", "step_rank"]].astype(
+        {"subject_id": "string", "cycle": "string"})
+    merged = wanted.merge(facts, on=["subject_id", "cycle"], how="left", indicator=True)
+    found = merged["_merge"] == "both"
+    by_id = dict(zip(rows["id"].astype("string"), reason, strict=True))
+    missing = merged.loc[~found, ["key", "subject_id"]]
+    why = missing["subject_id"].map(lambda s: by_id.get(s) if isinstance(by_id.get(s), str)
+                                    else "the contract no longer renews on this date")
+    merged["step"] = merged["step_rank"].astype("int64").astype("string") + "d"
+    merged["handled"] = False
+    return Decision(due=merged.loc[found, list(RENEWAL_COLUMNS)].reset_index(drop=True),
+                    quarantined=pd.DataFrame({"source_id": missing["key"], "reason": why.fillna(
+                        "the contract no longer renews on this date")}).reset_index(drop=True))
+
+
+def business_dates(values: pd.Series, timezone: str) -> pd.Series:
+    """Timestamps (naive ones taken as UTC) to their date in the business time zone."""
+    stamps = pd.to_datetime(values.astype("string"), errors="coerce", utc=True, format="ISO8601")
+    return stamps.dt.tz_convert(timezone).dt.tz_localize(None).dt.normalize()
+
+
+def current_dunning_steps(history: pd.DataFrame) -> pd.DataFrame:
+    """Per invoice, the last step reserved (highest step_rank), its date — the business
+    date of the run that got it out, or that reserved it while it is not out — and
+    whether it is done (sent or adopted), which the next step waits for."""
+    columns = {"current_rank": pd.Series(dtype="int64"), "step_date": pd.Series(dtype="datetime64[ns]"),
+               "step_done": pd.Series(dtype="bool")}
+    if history.empty:
+        return pd.DataFrame(columns, index=pd.Index([], dtype="string", name="subject_id"))
+    ordered = history.assign(subject_id=history["subject_id"].astype("string"),
+                             step_rank=pd.to_numeric(history["step_rank"])).sort_values(
+        ["subject_id", "step_rank"])
+    last = ordered.drop_duplicates("subject_id", keep="last").set_index("subject_id")
+    attempted = last["attempt_as_of"] if "attempt_as_of" in last else pd.Series(pd.NA, index=last.index)
+    return pd.DataFrame({
+        "current_rank": last["step_rank"].astype("int64"),
+        "step_date": as_dates(attempted.astype("string").fillna(last["as_of"].astype("string"))),
+        "step_done": last["status"].astype("string").isin([s.value for s in STEP_DONE]).fillna(False)
+        if "status" in last else True,
+    })
+
+
+def _client_of(rows: pd.DataFrame, clients: pd.DataFrame) -> tuple[pd.DataFrame, pd.Series, pd.Series]:
+    """Each invoice's client row (first of duplicates), whether it was found, and how many
+    client rows share its id."""
+    ids = clients["id"].astype("string")
+    unique = clients.assign(id=ids).drop_duplicates("id").set_index("id")
+    client_id = rows["client_id"].astype("string")
+    client = unique.reindex(client_id).reset_index(drop=True)
+    client.index = rows.index
+    found = client_id.isin(ids.dropna()).fillna(False).astype(bool)
+    copies = client_id.map(ids.value_counts(dropna=True)).fillna(0).astype(np.int64)
+    return client, found, copies
+
+
+@dataclass(frozen=True)
+class _Invoices:
+    """Invoices with their clients, checked: the part of dunning that does not depend on
+    the ledger. `reason` is NA where a row can be dunned."""
+
+    rows: pd.DataFrame
+    client: pd.DataFrame
+    participating: pd.Series  # not ended, client not paused
+    sent_date: pd.Series
+    due_date: pd.Series
+    start_date: pd.Series
+    reason: pd.Series
+
+
+def _invoices(invoices: pd.DataFrame, clients: pd.DataFrame, timezone: str, start: DunningStart,
+              relevant: Callable[[pd.Series], pd.Series] = lambda participating: participating,
+              ) -> _Invoices:
+    if start not in ("sent", "due"):
+        raise ValueError(f"dunning_start must be 'sent' or 'due', got {start!r}")
+    rows = invoices.reset_index(drop=True)
+    ids = _text(rows, "id")
+    client, client_found, client_copies = _client_of(rows, clients)
+    status = _text(rows, "status")
+    paid = rows["paid_at"].notna() if "paid_at" in rows else pd.Series(False, index=rows.index)
+    ended = status.isin(INVOICE_ENDED).fillna(False).astype(bool) | paid
+    paused = flag_values(client["dunning_paused"])
+    # A client row counts only if it is the only one with its id: an invoice whose client
+    # is duplicated takes part, and is quarantined, whichever copy says "paused".
+    participating = ~ended & ~(paused.fillna(False).astype(bool) & (client_copies == 1))
+    checked = relevant(participating)
+
+    sent_date = business_dates(rows["sent_at"], timezone)
+    due_date = as_dates(rows["due_date"])
+    start_date = sent_date if start == "sent" else due_date
+    client_id = _text(rows, "client_id")
+    client_email = client["email"].astype("string")
+    copies = _duplicates(ids)
+    amounts = pd.Series(pd.NA, index=rows.index, dtype="string")
+    amounts[checked] = amount_problems(rows.loc[checked, "amount"], rows.loc[checked, "currency"],
+                                       positive=True)
+    start_column = "sent_at" if start == "sent" else "due_date"
+    reason = first_reason(
+        [
+            (id_problems(ids).notna(), lambda i: id_problems(ids[i])),
+            (copies > 1, lambda i: "id " + quote(ids[i]) + " appears " + copies[i].astype("string")
+             + " times in invoices"),
+            *_utf8_checks(rows, ("client_id", "number", "amount", "currency", "status", "sent_at",
+                                 "due_date"), "invoices"),
+            (status.isna(), "status missing"),
+            (status != INVOICE_DUNNED, lambda i: "unknown status " + quote(status[i])),
+            (client_id.isna(), "client_id missing"),
+            (~client_found, lambda i: "client " + quote(client_id[i]) + " not found"),
+            (client_copies > 1, lambda i: "client " + quote(client_id[i]) + " appears "
+             + client_copies[i].astype("string") + " times in clients"),
+            *_utf8_checks(client, ("name", "email", "locale", "notes", "dunning_paused"), "clients"),
+            (paused.isna(), lambda i: "client dunning_paused is neither true nor false: "
+             + quote(client["dunning_paused"][i])),
+            (~valid_email(client_email), lambda i: "client email is not a valid address: "
+             + quote(client_email[i])),
+            (start_date.isna(), f"{start_column} missing or not a valid "
+             + ("timestamp" if start == "sent" else "date")),
+            (~known_currency(rows["currency"]), lambda i: "unknown currency " + quote(rows["currency"][i])),
+            (amounts.notna(), lambda i: amounts[i]),
+        ],
+        rows.index,
+    ).where(checked)
+    return _Invoices(rows, client, participating, sent_date, due_date, start_date, reason)
+
+
+def _dunning_rows(inv: _Invoices, good: pd.Series, step: pd.Series, escalation_to: str | None,
+                  previous_by: pd.Series, days_in_step: pd.Series) -> pd.DataFrame:
+    """The facts of the good invoices' steps, one row each, keys included."""
+    rows, client = inv.rows, inv.client
+    invoice_id = rows.loc[good, "id"].astype("string")
+    step = step[good].astype("string")
+    locale = client.loc[good, "locale"].astype("string").str.strip().str.lower()
+    emails = client.loc[good, "email"].astype("string").str.strip()
+    return pd.DataFrame(
+        {
+            "key": dunning_keys(invoice_id, step),
+            "subject_id": invoice_id,
+            "cycle": "",
+            "step": step,
+            "step_rank": step.map(lambda s: DunningStep(s).rank).astype("int64"),
+            "recipient": emails.where(step.isin(CLIENT_STEPS), escalation_to or ""),
+            "previous_by": previous_by[good],
+            "handled": False,
+            "number": one_line(rows.loc[good, "number"].astype("string").fillna(invoice_id), TEXT_LIMIT),
+            "amount": rows.loc[good, "amount"].astype("string").str.strip(),
+            "currency": rows.loc[good, "currency"].astype("string"),
+            "issue_date": inv.sent_date[good].dt.date,
+            "due_date": inv.due_date[good].dt.date,
+            "client_id": one_line(rows.loc[good, "client_id"], TEXT_LIMIT),
+            "client_name": one_line(client.loc[good, "name"], TEXT_LIMIT),
+            "client_email": emails,
+            "locale": locale.where(locale.isin(SUPPORTED_LOCALES), "en").fillna("en"),
+            "notes": client.loc[good, "notes"].astype("string").fillna(""),
+            "days_in_step": days_in_step[good].astype("int64"),
+        }
+    )
+
+
+ESCALATION_NEEDED = "OVERDUE escalation needs DUEFLOW_ESCALATION_TO set to a valid address"
+
+
+def _escalation_ok(escalation_to: str | None) -> bool:
+    return escalation_to is not None and bool(valid_email(pd.Series([escalation_to])).iloc[0])
+
+
+def due_dunning_steps(
+    invoices: pd.DataFrame,
+    clients: pd.DataFrame,
+    history: pd.DataFrame,
+    as_of: date,
+    delays: Sequence[int] = (7, 5, 7),
+    timezone: str = "UTC",
+    escalation_to: str | None = None,
+    start: DunningStart = "sent",
+) -> Decision:
+    """The next dunning step due per invoice on `as_of` (DESIGN.md, "Rules, exactly").
+
+    invoices: id, client_id, number, amount, currency, status, sent_at, due_date
+    [, paid_at]; clients: id, name, email, locale, notes, dunning_paused;
+    history: subject_id, step_rank, as_of, attempt_as_of, status — the steps in the ledger.
+    `delays[k]` is the wait, in days, from step k (0 = SENT) to step k + 1; SENT is dated
+    by `sent_at` (`start="sent"`) or by `due_date` (`start="due"`). A step that is not
+    sent (or adopted) holds the invoice: no later step is due while it is pending or failed.
+    """
+    if len(delays) != len(DUNNING_STEPS) or min(delays) < 1:
+        # A zero delay would let a repeated run on the same day take the next step.
+        raise ValueError(f"dunning delays must be three day counts >= 1, got {list(delays)!r}")
+    inv = _invoices(invoices, clients, timezone, start)
+    rows = inv.rows
+    current = current_dunning_steps(history).reindex(_text(rows, "id"))
+    rank = current["current_rank"].fillna(0).astype("int64").to_numpy()
+    done = current["step_done"].fillna(True).astype(bool).to_numpy()  # SENT is always done
+    step_date = pd.Series(current["step_date"].to_numpy(), index=rows.index).where(rank > 0, inv.start_date)
+    days_in_step = (pd.Timestamp(as_of) - step_date).dt.days
+    wait = pd.Series(np.asarray([*delays, 0])[np.minimum(rank, len(delays))], index=rows.index)
+    due = (inv.participating & (rank < len(DUNNING_STEPS)) & done
+           & (days_in_step >= wait).fillna(False).astype(bool))
+    overdue = due & (rank == len(DUNNING_STEPS) - 1)
+    reason = inv.reason.mask(inv.reason.isna() & overdue & (not _escalation_ok(escalation_to)),
+                             ESCALATION_NEEDED)
+
+    good = due & reason.isna()
+    step = pd.Series(rank + 1, index=rows.index).clip(upper=len(DUNNING_STEPS)).map(
+        lambda r: DunningStep.of_rank(r).value)
+    previous_by = (pd.Timestamp(as_of) - pd.to_timedelta(wait, unit="D")).dt.strftime("%Y-%m-%d")
+    decided = _dunning_rows(inv, good, step, escalation_to, previous_by, days_in_step)
+    return Decision(due=decided.reset_index(drop=True).loc[:, list(DUNNING_COLUMNS)],
+                    quarantined=_quarantine_frame(rows, reason))
+
+
+def dunning_steps_for(invoices: pd.DataFrame, clients: pd.DataFrame, keys: pd.DataFrame, as_of: date,
+                      timezone: str = "UTC", escalation_to: str | None = None) -> Decision:
+    """The facts of dunning steps already in the ledger (`keys`: key, subject_id, step)
+    from their invoices and clients as they are now: to render a reserved step that was
+    never stored. A key whose invoice is gone or bad is quarantined, keyed by its key."""
+    inv = _invoices(invoices, clients, timezone, "sent", relevant=lambda p: pd.Series(True, index=p.index))
+    rows = inv.rows
+    by_id = dict(zip(_text(rows, "id"), rows.index, strict=False))
+    wanted = keys.reset_index(drop=True)
+    position = wanted["subject_id"].astype("string").map(by_id)
+    found = position.notna()
+    picked = position[found].astype(np.int64)
+    reason = pd.Series("the invoice is no longer in invoices", index=wanted.index, dtype="string")
+    reason[found] = inv.reason.reindex(picked).to_numpy()
+    overdue = wanted["step"].astype("string") == DunningStep.OVERDUE
+    reason = reason.mask(reason.isna() & overdue & (not _escalation_ok(escalation_to)), ESCALATION_NEEDED)
+    good = reason.isna()
+    chosen = picked[good[found]]
+    picked_inv = _Invoices(rows.loc[chosen].reset_index(drop=True),
+                           inv.client.loc[chosen].reset_index(drop=True),
+                           *(part.loc[chosen].reset_index(drop=True) for part in (
+                               inv.participating, inv.sent_date, inv.due_date, inv.start_date,
+                               inv.reason)))
+    everything = pd.Series(True, index=picked_inv.rows.index)
+    step = wanted.loc[good, "step"].astype("string").reset_index(drop=True)
+    none = pd.Series(pd.NA, index=everything.index, dtype="string")
+    decided = _dunning_rows(picked_inv, everything, step, escalation_to, none,
+                            pd.Series(0, index=everything.index))
+    return Decision(due=decided.loc[:, list(DUNNING_COLUMNS)].reset_index(drop=True),
+                    quarantined=pd.DataFrame({"source_id": wanted.loc[~good, "key"],
+                                              "reason": reason[~good]}).reset_index(drop=True))
+
+
+def most_urgent_first(due: pd.DataFrame) -> pd.DataFrame:
+    """Order due rows so that a send cap keeps the most urgent: renewals by lead then
+    days left; dunning escalations first, then the longest waiting."""
+    if "days_left" in due:
+        return due.sort_values(["step_rank", "days_left", "key"], kind="stable")
+    return due.sort_values(["step_rank", "days_in_step", "key"], ascending=[False, False, True],
+                           kind="stable")

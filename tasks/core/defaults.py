@@ -1,0 +1,16 @@
+"""Defaults of the public contract (DESIGN.md): the rules' parameters and the settings."""
+
+from __future__ import annotations
+
+RENEWAL_LEADS = (60, 30, 15)  # days before the renewal date
+DUNNING_DELAYS = (7, 5, 7)  # days SENT→REMINDED_1, REMINDED_1→REMINDED_2, REMINDED_2→OVERDUE
+RETRY_MAX_ATTEMPTS = 3
+RETRY_BACKOFF_MINUTES = 60
+
+DATABASE_URL = "sqlite:///dueflow.db"
+MAIL_URL = "file://./outbox"
+MAIL_FROM = "dueflow@localhost"
+TIMEZONE = "UTC"
+DEFAULT_MODEL = "gpt-4o-mini"
+DB_LOCK_TIMEOUT = 60.0  # seconds to wait for a SQLite file another process writes to
+SCHEDULE_CRON = "0 6 * * *"

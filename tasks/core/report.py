@@ -1,0 +1,216 @@
+"""Report: the run's summary object, its text form, and its Prefect artifacts."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import date
+from typing import Any
+
+import pandas as pd
+
+from dueflow.tasks.core.statuses import ATTENTION_ORDER, NEEDS_ATTENTION, RowStatus
+
+ROW_COLUMNS = ("job", "key", "recipient", "status", "detail", "retry")
+
+
+def key_rows(job: str, frame: pd.DataFrame, status: RowStatus | pd.Series,
+             detail: str | Mapping[str, str] | pd.Series, retry: bool = False) -> pd.DataFrame:
+    """Summary rows for the keys of `frame` (key, recipient); `detail` is one text for all,
+    a text per key, or a Series aligned with `frame`. The one place rows are made."""
+    if isinstance(detail, Mapping):
+        detail = frame["key"].map(detail)
+    return pd.DataFrame({"job": job, "key": frame["key"], "recipient": frame["recipient"],
+                         "status": status, "detail": detail, "retry": retry}).reindex(columns=ROW_COLUMNS)
+
+
+def no_rows() -> pd.DataFrame:
+    return pd.DataFrame(columns=list(ROW_COLUMNS))
+
+
+def concat_rows(parts: Sequence[pd.DataFrame]) -> pd.DataFrame:
+    kept = [part for part in parts if not part.empty]
+    return pd.concat(kept, ignore_index=True) if kept else no_rows()
+COUNT_NAMES = ("due", "won", "already_handled", "retried", "sent", "failed", "pending", "not_sent",
+               "quarantined", "deferred", "adopted", "no_longer_due", "failed_earlier",
+               "pending_earlier")
+_COUNTED = {"sent": RowStatus.SENT, "failed": RowStatus.FAILED, "pending": RowStatus.PENDING,
+            "not_sent": RowStatus.NOT_SENT, "quarantined": RowStatus.QUARANTINED,
+            "deferred": RowStatus.DEFERRED, "adopted": RowStatus.ADOPTED,
+            "no_longer_due": RowStatus.NO_LONGER_DUE, "failed_earlier": RowStatus.FAILED_EARLIER,
+            "pending_earlier": RowStatus.PENDING_EARLIER}
+# Statuses of a key this run reserved (or would have, in a dry run).
+_WON = (RowStatus.SENT, RowStatus.FAILED, RowStatus.PENDING, RowStatus.NOT_SENT, RowStatus.WOULD_SEND)
+
+
+@dataclass
+class RunSummary:
+    """What one run did. `rows` has one row per key or bad source row it touched:
+    job, key, recipient, status (a `RowStatus`: sent, failed, pending, not sent,
+    quarantined, already handled, …), detail (SMTP reply, error or quarantine reason)
+    and retry (True for an earlier row attempted again)."""
+
+    as_of: date
+    dry_run: bool
+    flow_run_id: str | None
+    due: int = 0
+    won: int = 0
+    already_handled: int = 0  # sent or adopted by earlier runs
+    retried: int = 0  # earlier rows attempted again this run (counted in sent/failed/pending)
+    sent: int = 0
+    failed: int = 0
+    pending: int = 0  # handed to SMTP, outcome unknown: an operator settles them
+    not_sent: int = 0  # surely never handed to SMTP (interrupted, ledger lost): a later run sends them
+    quarantined: int = 0
+    deferred: int = 0  # due but held back by the send cap: a later run picks them up
+    adopted: int = 0  # recorded as handled without sending (adopt mode)
+    no_longer_due: int = 0  # changed between extraction and reservation, or withdrawn
+    failed_earlier: int = 0  # due, failed in an earlier run, not retried tonight
+    pending_earlier: int = 0  # due, an earlier attempt's outcome still unknown
+    ledger_pending: int = 0  # whole ledger: handed to SMTP, outcome unknown — an operator's
+    ledger_failed: int = 0  # whole ledger: failed (retried by later runs unless exhausted)
+    ledger_unsent: int = 0  # whole ledger: never handed to SMTP — the next run sends them
+    skipped: str | None = None  # why the run did nothing (another run held the lock)
+    warnings: list[str] = field(default_factory=list)  # e.g. the database lost after the work
+    rows: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(ROW_COLUMNS)))
+    unsettled: pd.DataFrame = field(default_factory=pd.DataFrame)  # oldest pending/failed keys
+    # Reminder paragraphs: key, source (llm/template), tone, note, paragraph, tokens.
+    drafts: pd.DataFrame = field(default_factory=pd.DataFrame)
+
+    def llm_usage(self) -> dict[str, int]:
+        """How the reminder paragraphs were drafted, and the tokens the model used."""
+        d = self.drafts
+        if d.empty:
+            return {"llm": 0, "template": 0, "prompt_tokens": 0, "completion_tokens": 0}
+        return {"llm": int((d["source"] == "llm").sum()), "template": int((d["source"] == "template").sum()),
+                "prompt_tokens": int(d["prompt_tokens"].sum()),
+                "completion_tokens": int(d["completion_tokens"].sum())}
+
+    def counts(self) -> dict[str, int]:
+        return {name: getattr(self, name) for name in COUNT_NAMES}
+
+    def headline(self) -> str:
+        if self.skipped:
+            return f"Run for {self.as_of} did nothing: {self.skipped}."
+        if self.adopted:
+            return (f"Adopted {self.adopted} due email(s) for {self.as_of} as already handled;"
+                    " nothing was sent.")
+        if self.dry_run:
+            return (f"Dry run for {self.as_of}: {self.won} email(s) would be sent, "
+                    f"{self.already_handled} already handled, {self.quarantined} quarantined.")
+        earlier = "".join([
+            f", {self.failed_earlier} failed earlier" if self.failed_earlier else "",
+            f", {self.pending_earlier} pending since an earlier run" if self.pending_earlier else ""])
+        if self.won == 0 and self.retried == 0:
+            return (f"Nothing new to send for {self.as_of}: {self.already_handled} due email(s) were "
+                    f"already handled by earlier runs{earlier}, {self.quarantined} row(s) quarantined.")
+        retried = f" (and {self.retried} retried)" if self.retried else ""
+        retried += f"; {self.deferred} deferred by the send cap" if self.deferred else ""
+        unsent = f", {self.not_sent} not sent (a later run sends them)" if self.not_sent else ""
+        return (f"Run for {self.as_of}: {self.sent} sent, {self.failed} failed, {self.pending} pending"
+                f"{unsent} of {self.won} new{retried}; {self.already_handled} already handled{earlier}, "
+                f"{self.quarantined} quarantined.")
+
+
+def summarize(
+    as_of: date,
+    dry_run: bool,
+    flow_run_id: str | None,
+    rows: pd.DataFrame,
+    ledger_counts: dict[str, int],
+    unsettled: pd.DataFrame | None = None,
+    drafts: pd.DataFrame | None = None,
+    warnings: list[str] | None = None,
+) -> RunSummary:
+    """Counts derived from this run's rows (see RunSummary.rows)."""
+    status = rows["status"]
+    retry = rows["retry"].fillna(False).astype(bool)
+    handled = int((status == RowStatus.ALREADY_HANDLED).sum())
+    new = int((status.isin(_WON) & ~retry).sum())
+    counted = {name: int((status == value).sum()) for name, value in _COUNTED.items()}
+    return RunSummary(
+        as_of=as_of,
+        dry_run=dry_run,
+        flow_run_id=flow_run_id,
+        due=new + handled + counted["deferred"] + counted["adopted"] + counted["failed_earlier"]
+        + counted["pending_earlier"],
+        won=new,
+        already_handled=handled,
+        retried=int(retry.sum()),
+        **counted,
+        ledger_pending=ledger_counts.get("pending", 0),
+        ledger_failed=ledger_counts.get("failed", 0),
+        ledger_unsent=ledger_counts.get("unsent", 0),
+        warnings=list(warnings or []),
+        rows=rows.reset_index(drop=True),
+        unsettled=pd.DataFrame() if unsettled is None else unsettled,
+        drafts=pd.DataFrame() if drafts is None else drafts,
+    )
+
+
+def drafts_frame(drafts: Sequence[Any]) -> pd.DataFrame:
+    """The run's reminder drafts (core.llm_guard.Draft) as a DataFrame."""
+    return pd.DataFrame([asdict(d) for d in drafts],
+                        columns=["key", "paragraph", "source", "tone", "note", "prompt_tokens",
+                                 "completion_tokens"])
+
+
+def markdown(summary: RunSummary, limit: int = 50) -> str:
+    """The markdown artifact: counts, then every key that needs attention."""
+    lines = [f"# dueflow nightly run — {summary.as_of}", "", summary.headline(), "",
+             "| count | value |", "|---|---|"]
+    lines += [f"| {name.replace('_', ' ')} | {value} |" for name, value in summary.counts().items()]
+    lines += [f"| pending in ledger (all runs) | {summary.ledger_pending} |",
+              f"| failed in ledger (all runs) | {summary.ledger_failed} |",
+              f"| never handed to SMTP, sent by the next run (all runs) | {summary.ledger_unsent} |"]
+    lines += [f"| warning | {w} |" for w in summary.warnings]
+    usage = summary.llm_usage()
+    if usage["llm"] or usage["template"]:
+        lines.append(f"| reminder paragraphs: LLM / template | {usage['llm']} / {usage['template']} |")
+        lines.append(f"| LLM tokens (prompt + completion) | {usage['prompt_tokens']} + "
+                     f"{usage['completion_tokens']} |")
+    attention = summary.rows[summary.rows["status"].isin(NEEDS_ATTENTION)]
+    if not attention.empty:
+        lines += ["", "## Needs attention", "", "| status | key | detail |", "|---|---|---|"]
+        for row in attention.head(limit).itertuples(index=False):
+            detail = str(row.detail or "").replace("|", "\\|")
+            lines.append(f"| {row.status} | `{row.key}` | {detail} |")
+        if len(attention) > limit:
+            lines.append(f"| … | {len(attention) - limit} more | see `dueflow ledger` |")
+    if not summary.unsettled.empty:
+        lines += ["", "## Unsettled in the ledger (all runs, oldest first)", "",
+                  "Pending rows handed to SMTP are never resent automatically: check the mail"
+                  " server's log, then settle them with `dueflow resolve KEY --as sent|failed`."
+                  " Rows never handed to SMTP are sent by the next run.", "",
+                  "| status | key | attempts | detail |", "|---|---|---|---|"]
+        for row in summary.unsettled.itertuples(index=False):
+            detail = str(row.error or "").replace("|", "\\|")
+            if row.status == "pending" and pd.isna(row.sending_at):
+                detail = (detail + "; " if detail else "") + "never handed to SMTP: the next run sends it"
+            lines.append(f"| {row.status} | `{row.key}` | {row.attempts} | {detail} |")
+    return "\n".join(lines)
+
+
+def attention_first(rows: pd.DataFrame) -> pd.DataFrame:
+    """Rows ordered by what an operator must look at first: pending, failed, quarantined…"""
+    order = {str(s): i for i, s in enumerate(ATTENTION_ORDER)}
+    rank = rows["status"].astype(str).map(order).fillna(len(order))
+    return rows.assign(_rank=rank).sort_values("_rank", kind="stable").drop(columns="_rank")
+
+
+def text_table(rows: pd.DataFrame, limit: int = 40) -> str:
+    """A plain, aligned table of rows for the terminal, what needs attention first."""
+    if rows.empty:
+        return "(no rows)"
+    rows = attention_first(rows)
+    columns = ["status", "key", "recipient", "detail"]
+    cells = [columns] + [
+        [str(v)[:70] for v in row]
+        for row in rows.loc[:, columns].head(limit).astype(object).fillna("").itertuples(index=False)
+    ]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(columns))]
+    text = "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
+                     for r in cells)
+    if len(rows) > limit:
+        text += (f"\n… and {len(rows) - limit} more (see `dueflow ledger` and `dueflow quarantine`)")
+    return text

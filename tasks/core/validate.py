@@ -1,0 +1,51 @@
+"""Vectorised checks shared by every job: dates, flags, and the reasons of quarantine."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import pandas as pd
+
+from dueflow.tasks.core.keys import printable_id
+
+# dunning_paused as either database stores a boolean; anything else is quarantined.
+TRUE_TEXT = ("1", "true", "t", "yes", "y", "on")
+FALSE_TEXT = ("0", "false", "f", "no", "n", "off", "")
+
+
+def as_dates(values: pd.Series) -> pd.Series:
+    """Dates as datetime64 (midnight); anything missing, unparseable or out of range is NaT."""
+    return pd.to_datetime(values.astype("string"), errors="coerce", format="ISO8601").dt.normalize()
+
+
+def flag_values(values: pd.Series) -> pd.Series:
+    """A boolean column as stored by either database: True, False, or NA when it is neither
+    (missing counts as False)."""
+    text = values.astype("string").str.strip().str.lower().fillna("")
+    return pd.Series(pd.NA, index=values.index, dtype="boolean").mask(
+        text.isin(TRUE_TEXT), True).mask(text.isin(FALSE_TEXT), False)
+
+
+def quote(values: pd.Series) -> pd.Series:
+    """Each value quoted for a reason an operator reads: control characters and invalid
+    UTF-8 escaped, long values cut."""
+    shown = values.astype(object).map(lambda v: "" if v is None or v is pd.NA else printable_id(v))
+    return "'" + shown.str.slice(0, 80) + "'"
+
+
+Reason = str | Callable[[pd.Index], pd.Series]
+
+
+def first_reason(checks: Sequence[tuple[pd.Series, Reason]], index: pd.Index) -> pd.Series:
+    """The reason of the first failing check per row (NA where every check passes). A
+    reason is a text, or a function of the failing rows' index that words it for them:
+    values are quoted only for the rows that need it."""
+    reasons = pd.Series(pd.NA, index=index, dtype="string")
+    undecided = pd.Series(True, index=index)
+    for failed, reason in checks:
+        hit = failed.fillna(False).astype(bool) & undecided
+        if hit.any():
+            rows = hit[hit].index
+            reasons[rows] = reason if isinstance(reason, str) else reason(rows)
+            undecided &= ~hit
+    return reasons

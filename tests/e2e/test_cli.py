@@ -1,0 +1,97 @@
+"""The `dueflow` command as an operator uses it: real processes, real files."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.smtp_server import free_port
+
+
+def dueflow(*args: str, cwd: Path, env: dict[str, str] | None = None, timeout: int = 120):
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith("DUEFLOW_")}
+    full_env |= {"HOME": str(cwd), **(env or {})}
+    return subprocess.run(
+        [sys.executable, "-m", "dueflow.flows.cli", *args], cwd=cwd, env=full_env, text=True,
+        capture_output=True, timeout=timeout,
+    )
+
+
+@pytest.fixture
+def project_env(prefect_server) -> dict[str, str]:
+    root = str(Path(__file__).resolve().parents[2])
+    return {"PREFECT_API_URL": prefect_server, "PYTHONPATH": root}
+
+
+def test_demo_runs_then_sends_nothing_new(tmp_path, project_env):
+    first = dueflow("demo", cwd=tmp_path, env=project_env)
+    assert first.returncode == 0, first.stderr
+    assert "Traceback" not in first.stdout + first.stderr
+    assert first.stderr == ""
+    assert "9 sent, 0 failed, 0 pending of 9 new" in first.stdout
+    assert "unknown currency 'XYZ'" in first.stdout
+    emails = sorted(p.name for p in (tmp_path / "outbox").glob("*.eml"))
+    assert len(emails) == 9
+
+    second = dueflow("demo", cwd=tmp_path, env=project_env)
+    assert second.returncode == 0, second.stderr
+    assert "Nothing new to send" in second.stdout
+    assert "7 due email(s) were already handled" in second.stdout  # renewals; dunning moved on
+    assert sorted(p.name for p in (tmp_path / "outbox").glob("*.eml")) == emails
+
+    ledger = dueflow("ledger", "--json", cwd=tmp_path, env=project_env)
+    records = [json.loads(line) for line in ledger.stdout.splitlines()]
+    assert len(records) == 9
+    assert all({"key", "status", "as_of", "attempts"} <= r.keys() for r in records)
+    assert {r["status"] for r in records} == {"sent"} and {r["attempts"] for r in records} == {1}
+    pending = dueflow("ledger", "--status", "pending", cwd=tmp_path, env=project_env)
+    assert pending.stdout.strip() == "No ledger rows with status pending."
+
+
+def test_init_db_is_idempotent(tmp_path, project_env):
+    for _ in range(2):
+        result = dueflow("init-db", cwd=tmp_path, env=project_env)
+        assert result.returncode == 0, result.stderr
+        assert "Schema ready in sqlite:///dueflow.db" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "message"),
+    [
+        (["run", "--as-of", "2027-02-30"], {}, "invalid date '2027-02-30'"),
+        (["run"], {"DUEFLOW_DATABASE_URL": "postgresql://nobody@127.0.0.1:{port}/x"},
+         "cannot reach the database postgresql://nobody@127.0.0.1:{port}/x"),
+        (["run"], {"DUEFLOW_DATABASE_URL": "postgresql://u:s3cret@127.0.0.1:{port}/x"},
+         "cannot reach the database postgresql://u:***@127.0.0.1:{port}/x"),
+        (["run"], {}, "the database file dueflow.db does not exist: run `dueflow init-db` first"),
+        (["run"], {"DUEFLOW_MAIL_URL": "smtpx://mail"}, "DUEFLOW_MAIL_URL must look like"),
+        (["run"], {"DUEFLOW_TIMEZONE": "Mars/Olympus"}, "is not a known time zone"),
+        (["run"], {"DUEFLOW_DATABASE_URL": "nonsense"}, "is not a usable database URL"),
+    ],
+)
+def test_bad_input_gets_one_clear_line(tmp_path, project_env, args, env, message):
+    port = str(free_port())
+    env = {k: v.replace("{port}", port) for k, v in env.items()}
+    result = dueflow(*args, cwd=tmp_path, env=project_env | env)
+    assert result.returncode == 2
+    assert message.replace("{port}", port) in result.stderr
+    assert "Traceback" not in result.stderr and "s3cret" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) <= 2  # argparse adds its usage line
+    assert not (tmp_path / "outbox").exists()
+
+
+def test_own_table_missing_a_column_is_named(tmp_path, project_env):
+    import sqlite3
+
+    with sqlite3.connect(tmp_path / "own.db") as conn:
+        conn.execute("CREATE TABLE contracts (id text primary key, vendor text, renewal_date date)")
+    env = project_env | {"DUEFLOW_DATABASE_URL": "sqlite:///own.db"}
+    result = dueflow("run", cwd=tmp_path, env=env)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert ("table contracts has no column(s) amount, currency, notify_email, status, title"
+            in result.stderr)

@@ -1,0 +1,204 @@
+"""Every failure ends in a known state (G3, G4): SMTP faults injected at the protocol
+level, bounded retries of what surely failed, and operators settling what is unknown."""
+
+from __future__ import annotations
+
+from datetime import date, timedelta
+
+import pandas as pd
+from sqlalchemy import inspect, text
+
+from dueflow.flows.nightly_alerts import nightly_alerts
+from dueflow.tasks.adapters import db
+from dueflow.tasks.adapters.db import Database
+from dueflow.tasks.adapters.mail import parse_mail_url
+from dueflow.tasks.core.addresses import Mailbox
+from dueflow.tasks.core.message import OutgoingEmail, message_id_for
+from dueflow.tasks.deliver import DeliverySettings, Recipient, deliver_batch
+from tests.factories import contract, insert, race
+from tests.smtp_server import free_port
+
+SENDER = Mailbox("alerts@dueflow.test")
+
+AS_OF = date(2027, 1, 1)
+RENEWAL = AS_OF + timedelta(days=30)
+
+
+def key(cid: str) -> str:
+    return f"renewal/{cid}/{RENEWAL}/30d"
+
+
+def statuses(url: str) -> dict[str, str]:
+    ledger = db.ledger_rows(db.engine_for(url))
+    return dict(zip(ledger["key"], ledger["status"], strict=True))
+
+
+def test_each_fault_ends_sent_once_or_visibly_pending_or_failed(run_env, smtp_sink, monkeypatch):
+    url = run_env
+    faults = {"rcpt451": "rcpt_451", "data554": "data_554", "drop": "drop_before_data_reply"}
+    insert(url, "contracts", [contract(c, RENEWAL) for c in ["ok1", "ok2", *faults]])
+    for cid, fault in faults.items():
+        smtp_sink.faults[f"{cid}@example.com"] = fault
+    nightly_alerts(as_of=AS_OF, retry_backoff_minutes=0)
+    assert statuses(url) == {key("ok1"): "sent", key("ok2"): "sent", key("rcpt451"): "failed",
+                             key("data554"): "failed", key("drop"): "pending"}
+    ledger = db.ledger_rows(db.engine_for(url)).set_index("key")
+    assert "451" in ledger.loc[key("rcpt451"), "error"]
+    assert "554" in ledger.loc[key("data554"), "error"]
+    assert "outcome unknown after DATA" in ledger.loc[key("drop"), "error"]
+
+    # The server heals. The transient failure is retried and sent; the permanent
+    # 5xx refusal is not; the pending one (maybe delivered) is never resent.
+    smtp_sink.faults.clear()
+    again = nightly_alerts(as_of=AS_OF, retry_backoff_minutes=0)
+    assert again.retried == 1 and again.sent == 1 and again.won == 0
+    assert statuses(url)[key("rcpt451")] == "sent"
+    assert statuses(url)[key("data554")] == "failed" and statuses(url)[key("drop")] == "pending"
+    received = smtp_sink.keys()
+    assert sorted(received) == sorted([key("ok1"), key("ok2"), key("rcpt451")])
+    assert smtp_sink.data_seen.count(key("drop")) == 1  # it did reach the server once
+    retried = smtp_sink.by_key()[key("rcpt451")]
+    assert retried["Message-ID"] == db.read_frame(
+        db.engine_for(url), "SELECT message_id FROM dueflow_ledger WHERE key = :k",
+        {"k": key("rcpt451")})["message_id"][0]
+    assert again.ledger_pending == 1 and again.ledger_failed == 1
+
+
+def test_server_down_fails_every_key_and_retries_are_bounded(run_env, monkeypatch):
+    url = run_env
+    monkeypatch.setenv("DUEFLOW_MAIL_URL", f"smtp://127.0.0.1:{free_port()}")  # nobody listens
+    insert(url, "contracts", [contract(c, RENEWAL) for c in ["a", "b"]])
+    first = nightly_alerts(as_of=AS_OF, retry_backoff_minutes=0, retry_max_attempts=3)
+    assert first.failed == 2 and "Connection refused" in first.rows["detail"].iloc[0]
+    for _ in range(4):
+        nightly_alerts(as_of=AS_OF, retry_backoff_minutes=0, retry_max_attempts=3)
+    ledger = db.ledger_rows(db.engine_for(url))
+    assert ledger["attempts"].tolist() == [3, 3]  # bounded: no fourth attempt
+    assert set(ledger["status"]) == {"failed"}
+
+
+def test_backoff_holds_a_retry_until_it_passes(run_env, smtp_sink):
+    url = run_env
+    insert(url, "contracts", [contract("a", RENEWAL)])
+    smtp_sink.faults["a@example.com"] = "rcpt_451"
+    nightly_alerts(as_of=AS_OF, retry_backoff_minutes=60)
+    smtp_sink.faults.clear()
+    held = nightly_alerts(as_of=AS_OF, retry_backoff_minutes=60)
+    assert held.retried == 0 and statuses(url)[key("a")] == "failed"
+    with db.engine_for(url).begin() as conn:  # an hour later
+        conn.execute(text("UPDATE dueflow_ledger SET retry_after = :t"),
+                     {"t": db.utc_stamp(pd.Timestamp("2000-01-01", tz="UTC").to_pydatetime())})
+    assert nightly_alerts(as_of=AS_OF, retry_backoff_minutes=60).retried == 1
+    assert smtp_sink.keys() == [key("a")]
+
+
+def test_a_retry_stops_when_the_invoice_was_paid_meanwhile(run_env, smtp_sink):
+    url = run_env
+    insert(url, "clients", [{"id": "cl", "name": "Client", "email": "cl@clients.example",
+                             "locale": "en", "notes": None, "dunning_paused": False}])
+    insert(url, "invoices", [{"id": "inv", "client_id": "cl", "number": "F-1", "amount": "10",
+                              "currency": "EUR", "status": "sent",
+                              "sent_at": "2026-12-01T10:00:00+00:00", "due_date": "2026-12-31",
+                              "paid_at": None}])
+    smtp_sink.faults["cl@clients.example"] = "rcpt_451"
+    assert nightly_alerts(as_of=AS_OF, retry_backoff_minutes=0).failed == 1
+    with db.engine_for(url).begin() as conn:
+        conn.execute(text("UPDATE invoices SET status = 'paid', paid_at = '2027-01-01T12:00:00+00:00'"))
+    smtp_sink.faults.clear()
+    assert nightly_alerts(as_of=AS_OF, retry_backoff_minutes=0).retried == 0
+    assert smtp_sink.keys() == []
+
+
+def reserved(db_url: str, ids: list[str], store: bool = True) -> list[OutgoingEmail]:
+    """Reserve a 30-day alert for each contract id, with its message stored (as the flow
+    does before delivery); returns the stored emails."""
+    engine = db.engine_for(db_url)
+    db.reserve(engine, "renewal", pd.DataFrame({
+        "key": [key(c) for c in ids], "subject_id": ids, "cycle": RENEWAL.isoformat(),
+        "step": "30d", "step_rank": 30, "recipient": [f"{c}@example.com" for c in ids],
+        "previous_by": None}), AS_OF, None)
+    emails = [OutgoingEmail(key(c), f"{c}@example.com", "Renewal", "text", "<p>html</p>",
+                            message_id_for(key(c), SENDER)) for c in ids]
+    if store:
+        db.store_messages(engine, [e.as_row() for e in emails])
+    return emails
+
+
+def delivery_settings(db_url: str, port: int) -> DeliverySettings:
+    return DeliverySettings(parse_mail_url(f"smtp://127.0.0.1:{port}"), SENDER, Database(db_url), AS_OF,
+                            timedelta(0))
+
+
+def test_concurrent_requeues_never_retry_the_same_row(db_url):
+    engine = db.engine_for(db_url)
+    ids = [f"c{n}" for n in range(300)]
+    insert(db_url, "contracts", [contract(c, RENEWAL) for c in ids])
+    reserved(db_url, ids)
+    with engine.begin() as conn:
+        conn.execute(text("UPDATE dueflow_ledger SET status = 'failed', error = '451 later'"))
+    requeued = race(engine, [
+        lambda i=i: db.requeue_failed(engine, AS_OF, f"run-{i}", max_attempts=3) for i in range(4)])
+    everything = [k for keys in requeued for k in keys]
+    assert sorted(everything) == sorted(key(c) for c in ids)  # each requeued exactly once
+    assert set(db.ledger_rows(engine)["status"]) == {"pending"}
+
+
+def test_a_batch_executed_twice_sends_nothing_twice(db_url, smtp_sink):
+    """A task runner may run a delivery batch again (a lost Dask worker, a re-run task):
+    the batch claims its rows before sending, so the second execution sends none."""
+    ids = [f"c{n}" for n in range(5)]
+    insert(db_url, "contracts", [contract(c, RENEWAL) for c in ids])
+    emails = reserved(db_url, ids)
+    smtp_sink.faults["c4@example.com"] = "drop_before_data_reply"  # unknown outcome: pending
+    settings = delivery_settings(db_url, smtp_sink.port)
+    items = [Recipient(e.key, e.recipient) for e in emails]
+
+    first = deliver_batch.fn(items, settings)
+    again = deliver_batch.fn(items, settings)
+
+    assert sorted(smtp_sink.keys()) == sorted(key(c) for c in ids[:4])  # each once
+    assert [d.status for d in first] == ["sent"] * 4 + ["pending"]
+    assert [d.status for d in again] == ["already handled"] * 4 + ["pending"]  # c4 is in doubt
+    assert all("not sent again" in (d.detail or "") for d in again)
+    # An operator settles the unknown one as failed: the next attempt sends it.
+    engine = db.engine_for(db_url)
+    db.resolve_pending(engine, key("c4"), "failed", "operator: not received")
+    smtp_sink.faults.clear()
+    assert db.requeue_failed(engine, AS_OF, None, max_attempts=3) == [key("c4")]
+    retried = deliver_batch.fn(items, settings)
+    assert [(d.key, d.status) for d in retried if d.status == "sent"] == [(key("c4"), "sent")]
+    assert sorted(smtp_sink.keys()) == sorted(key(c) for c in ids)
+    assert db.ledger_rows(engine).set_index("key").loc[key("c4"), "attempts"] == 2
+
+
+def test_init_db_brings_an_earlier_ledger_up_to_date(db_url):
+    """A ledger made by an earlier version: no sending_at, one index for both jobs."""
+    engine = db.engine_for(db_url)
+    with engine.begin() as conn:
+        conn.execute(text("ALTER TABLE dueflow_ledger DROP COLUMN sending_at"))
+        conn.execute(text("CREATE INDEX dueflow_ledger_subject ON dueflow_ledger (job, subject_id, cycle)"))
+    assert db.schema_problems(engine) == ["table dueflow_ledger has no column(s) sending_at"]
+    db.init_db(engine)
+    assert db.schema_problems(engine) == []
+    indexes = {index["name"] for index in inspect(engine).get_indexes("dueflow_ledger")}
+    assert {"dueflow_ledger_renewals", "dueflow_ledger_dunning"} <= indexes
+    assert "dueflow_ledger_subject" not in indexes
+
+
+def test_report_tells_pending_rows_never_handed_to_smtp(db_url, smtp_sink):
+    """A pending row no delivery claimed was surely not sent; one it claimed may have
+    been: the run report tells them apart for the operator."""
+    from dueflow.tasks.core.report import ROW_COLUMNS, markdown, summarize
+
+    engine = db.engine_for(db_url)
+    emails = reserved(db_url, ["lost", "unknown"])
+    smtp_sink.faults["unknown@example.com"] = "drop_before_data_reply"
+    deliver_batch.fn([Recipient(emails[1].key, emails[1].recipient)],
+                     delivery_settings(db_url, smtp_sink.port))
+    report = markdown(summarize(AS_OF, False, None, pd.DataFrame(columns=list(ROW_COLUMNS)),
+                                db.unsettled_counts(engine), db.unsettled_rows(engine)))
+    lines = {line.split("`")[1]: line for line in report.splitlines()
+             if line.startswith("| pending | `")}
+    assert "never handed to SMTP" in lines[key("lost")]
+    assert "never handed to SMTP" not in lines[key("unknown")]
+    assert db.unsettled_counts(engine) == {"pending": 1, "failed": 0, "unsent": 1}

@@ -1,0 +1,152 @@
+"""The nightly flow end to end: Prefect test server, real database, real SMTP server."""
+
+from __future__ import annotations
+
+from datetime import date, timedelta
+
+import pytest
+from sqlalchemy import text
+
+from dueflow.flows.nightly_alerts import nightly_alerts
+from dueflow.tasks.adapters import db
+from dueflow.tasks.core.addresses import Mailbox
+from dueflow.tasks.core.message import message_id_for
+from tests.factories import contract, insert
+
+START = date(2027, 1, 1)
+LEADS = [60, 30, 15]
+
+
+def insert_contracts(url: str, rows: list[dict]) -> None:
+    insert(url, "contracts", rows)
+
+
+def expected_keys(renewals_by_day, run_dates, leads) -> list[str]:
+    """A naive, per-row reading of the rule: the oracle the flow must agree with."""
+    most_urgent: dict[tuple[str, date], int] = {}
+    keys = []
+    for run_date in run_dates:
+        for cid, (renewal, active) in renewals_by_day(run_date).items():
+            days_left = (renewal - run_date).days
+            if not active or days_left < 0 or days_left > max(leads):
+                continue
+            lead = min(x for x in leads if x >= days_left)
+            if most_urgent.get((cid, renewal), 10**9) <= lead:
+                continue
+            most_urgent[(cid, renewal)] = lead
+            keys.append(f"renewal/{cid}/{renewal.isoformat()}/{lead}d")
+    return keys
+
+
+def test_ninety_day_calendar_delivers_each_alert_exactly_once(run_env, smtp_sink):
+    url = run_env
+    offsets = [-5, 0, 1, 14, 15, 16, 29, 30, 31, 44, 59, 60, 61, 75, 89, 100, 120, 150]
+    rows = [contract(f"c-{i:02d}", START + timedelta(days=o)) for i, o in enumerate(offsets)]
+    rows.append(contract("c-cancelled", START + timedelta(days=20), status="cancelled"))
+    rows.append(contract("c-renewed", START + timedelta(days=10)))
+    insert_contracts(url, rows)
+    renewed_on, new_renewal = START + timedelta(days=12), START + timedelta(days=85)
+
+    def renewals_on(day: date) -> dict[str, tuple[date, bool]]:
+        current = {r["id"]: (date.fromisoformat(r["renewal_date"]), r["status"] == "active")
+                   for r in rows}
+        if day >= renewed_on:
+            current["c-renewed"] = (new_renewal, True)
+        return current
+
+    run_dates = []
+    for n in range(90):
+        day = START + timedelta(days=n)
+        if n % 7 == 3 or n in (40, 41, 42, 43, 44, 45):  # skipped nights, one long outage
+            continue
+        run_dates += [day, day] if n % 11 == 0 else [day]  # repeated runs
+
+    for i, day in enumerate(run_dates):
+        if day == renewed_on and run_dates[i - 1] != day:
+            with db.engine_for(url).begin() as conn:  # the contract renewed: a new cycle
+                conn.execute(text("UPDATE contracts SET renewal_date = :d WHERE id = 'c-renewed'"),
+                             {"d": new_renewal.isoformat()})
+        summary = nightly_alerts(as_of=day, renewal_leads=LEADS)
+        assert summary.failed == summary.pending == summary.quarantined == 0
+        if i and run_dates[i - 1] == day:
+            assert summary.won == 0 and summary.sent == 0  # the repeat sends nothing
+
+    received = smtp_sink.keys()
+    assert len(received) == len(set(received)), "an alert was delivered twice"
+    assert sorted(received) == sorted(expected_keys(renewals_on, run_dates, LEADS))
+    assert any(k.startswith("renewal/c-renewed/" + new_renewal.isoformat()) for k in received)
+    assert not any("c-cancelled" in k for k in received)
+
+    ledger = db.ledger_rows(db.engine_for(url))
+    assert set(ledger["status"]) == {"sent"}
+    assert sorted(ledger["key"]) == sorted(received)
+    for key, message in smtp_sink.by_key().items():
+        assert message["Message-ID"] == message_id_for(key, Mailbox("alerts@dueflow.test"))
+        assert message["To"] == key.split("/")[1] + "@example.com"
+
+
+def test_second_run_same_day_sends_nothing_and_dry_run_writes_nothing(run_env, smtp_sink):
+    url = run_env
+    insert_contracts(url, [contract("c-1", START + timedelta(days=30)),
+                           contract("c-2", START + timedelta(days=15))])
+    dry = nightly_alerts(as_of=START, dry_run=True)
+    assert dry.won == 2 and dry.sent == 0
+    assert db.ledger_rows(db.engine_for(url)).empty and smtp_sink.keys() == []
+
+    first = nightly_alerts(as_of=START)
+    second = nightly_alerts(as_of=START)
+    assert (first.won, first.sent) == (2, 2)
+    assert (second.due, second.won, second.already_handled, second.sent) == (2, 0, 2, 0)
+    assert sorted(smtp_sink.keys()) == sorted(first.rows["key"])
+    assert set(second.rows["status"]) == {"already handled"}
+
+
+def test_bad_rows_are_quarantined_and_good_rows_still_sent(run_env, smtp_sink):
+    url = run_env
+    due = START + timedelta(days=30)
+    insert_contracts(url, [
+        contract("good-1", due),
+        contract("no-date", None),
+        contract("bad-mail", due, notify_email="finance at example"),
+        contract("odd-status", due, status="suspended"),
+        contract("bad-currency", due, currency="EURO"),
+        contract("good-2", START + timedelta(days=15), vendor="<b>Bold</b> & Co"),
+    ])
+    summary = nightly_alerts(as_of=START)
+    assert summary.sent == 2 and summary.quarantined == 4
+    assert sorted(smtp_sink.keys()) == [f"renewal/good-1/{due}/30d",
+                                        f"renewal/good-2/{START + timedelta(days=15)}/15d"]
+    stored = db.read_frame(db.engine_for(url),
+                           "SELECT source_id, reason, times_seen FROM dueflow_quarantine", {})
+    assert dict(zip(stored["source_id"], stored["reason"], strict=True)) == {
+        "no-date": "renewal_date missing or not a valid date",
+        "bad-mail": "notify_email is not a valid address: 'finance at example'",
+        "odd-status": "unknown status 'suspended'",
+        "bad-currency": "unknown currency 'EURO'",
+    }
+    nightly_alerts(as_of=START)  # still bad the next time: kept once, seen twice
+    again = db.read_frame(db.engine_for(url), "SELECT times_seen FROM dueflow_quarantine", {})
+    assert again["times_seen"].tolist() == [2, 2, 2, 2]
+    html = smtp_sink.by_key()[f"renewal/good-2/{START + timedelta(days=15)}/15d"]
+    body = html.get_body(("html",)).get_content()
+    assert "&lt;b&gt;Bold&lt;/b&gt; &amp; Co" in body and "<b>Bold</b>" not in body
+
+
+@pytest.mark.parametrize("fault", ["rcpt_451", "data_554", "drop_before_data_reply"])
+def test_smtp_faults_end_in_a_known_state(run_env, smtp_sink, fault):
+    url = run_env
+    insert_contracts(url, [contract("ok", START + timedelta(days=30)),
+                           contract("faulty", START + timedelta(days=30))])
+    smtp_sink.faults["faulty@example.com"] = fault
+    summary = nightly_alerts(as_of=START)
+    status = dict(zip(summary.rows["key"].str.split("/").str[1], summary.rows["status"],
+                      strict=True))
+    expected = "pending" if fault == "drop_before_data_reply" else "failed"
+    assert status == {"ok": "sent", "faulty": expected}
+    ledger = db.ledger_rows(db.engine_for(url)).set_index("key")
+    assert ledger.loc[f"renewal/faulty/{START + timedelta(days=30)}/30d", "status"] == expected
+    assert smtp_sink.keys() == [f"renewal/ok/{START + timedelta(days=30)}/30d"]
+    again = nightly_alerts(as_of=START)  # nothing is resent automatically here
+    assert again.won == 0 and len(smtp_sink.keys()) == 1
+    assert (again.ledger_pending, again.ledger_failed) == (
+        (1, 0) if expected == "pending" else (0, 1))

@@ -1,0 +1,115 @@
+"""Real `dueflow run` processes: killed mid-delivery, racing each other, settled by an
+operator. The SMTP server and the databases are real; so is SIGKILL."""
+
+from __future__ import annotations
+
+import signal
+import time
+
+import pytest
+
+from dueflow.tasks.adapters import db
+from tests.factories import wait_for
+from tests.runs import AS_OF, assert_stopped_mid_delivery_then_rerun, due_contracts, start
+
+
+def test_sigkill_mid_delivery_loses_nothing_and_sends_nothing_twice(cli_env, db_url, smtp_sink,
+                                                                     tmp_path):
+    expected = due_contracts(db_url, 60)
+    smtp_sink.delay = 0.1  # slow enough to be killed half-way
+    run = start(["run", "--as-of", AS_OF.isoformat()], cli_env, tmp_path)
+    wait_for(lambda: len(smtp_sink.keys()) >= 10, "10 emails received", 90, interval=0.02)
+    run.send_signal(signal.SIGKILL)
+    run.wait(30)
+    assert_stopped_mid_delivery_then_rerun(db_url, smtp_sink, cli_env, tmp_path, expected,
+                                           set(smtp_sink.keys()))
+
+
+def test_sigint_stops_handing_emails_to_smtp_within_a_second(cli_env, db_url, smtp_sink, tmp_path):
+    expected = due_contracts(db_url, 60)
+    smtp_sink.delay = 0.1
+    run = start(["run", "--as-of", AS_OF.isoformat()], cli_env, tmp_path)
+    wait_for(lambda: len(smtp_sink.keys()) >= 10, "10 emails received", 90, interval=0.02)
+    signalled = time.monotonic()
+    run.send_signal(signal.SIGINT)
+    out, err = run.communicate(timeout=60)
+    assert run.returncode == 130, (out, err)
+    assert "Traceback" not in err and "interrupted" in err
+    # No email was handed to SMTP later than a second after the signal (sends already in
+    # flight, 0.1 s each here, may finish).
+    assert smtp_sink.data_at[-1] - signalled < 1.0, smtp_sink.data_at[-1] - signalled
+    assert "not sent" in out  # the summary says what was left for the next run
+    assert_stopped_mid_delivery_then_rerun(db_url, smtp_sink, cli_env, tmp_path, expected,
+                                           set(smtp_sink.keys()))
+
+
+def test_operator_resolves_pending_rows(cli_env, db_url, smtp_sink, tmp_path):
+    expected = due_contracts(db_url, 2)
+    smtp_sink.faults = {"c000@example.com": "drop_before_data_reply",
+                        "c001@example.com": "drop_before_data_reply"}
+    run = start(["run", "--as-of", AS_OF.isoformat()], cli_env, tmp_path)
+    assert run.wait(120) == 0
+    delivered_key, lost_key = sorted(expected)
+    assert set(db.ledger_rows(db.engine_for(db_url))["status"]) == {"pending"}
+    smtp_sink.faults = {}
+    for key, outcome in ((delivered_key, "sent"), (lost_key, "failed")):
+        done = start(["resolve", key, "--as", outcome, "--note", "checked the relay log"],
+                     cli_env, tmp_path)
+        out, err = done.communicate(timeout=60)
+        assert done.returncode == 0, err
+        assert f"pending → {outcome}" in out
+    again = start(["resolve", delivered_key, "--as", "failed"], cli_env, tmp_path)
+    _, err = again.communicate(timeout=60)
+    assert again.returncode == 2 and "not pending (sent): left as it is" in err
+    retry = start(["run", "--as-of", AS_OF.isoformat()], cli_env | {"DUEFLOW_RUN_LOCK": "on"},
+                  tmp_path)
+    out, err = retry.communicate(timeout=120)
+    assert retry.returncode == 0, err
+    ledger = db.ledger_rows(db.engine_for(db_url)).set_index("key")
+    # The one settled as failed is retried by the next run, with its stored message;
+    # the one settled as sent is never sent again.
+    assert smtp_sink.keys() == [lost_key]
+    assert "1 retried" in out
+    assert ledger.loc[lost_key, "status"] == "sent" and ledger.loc[lost_key, "attempts"] == 2
+    assert ledger.loc[delivered_key, "status"] == "sent" and ledger.loc[delivered_key, "attempts"] == 1
+    assert "resolved by an operator as sent: checked the relay log" in ledger.loc[delivered_key, "error"]
+
+
+@pytest.mark.pg
+def test_six_racing_runs_without_the_lock_deliver_each_key_once(mail_env, pg_url, smtp_sink,
+                                                                tmp_path):
+    db.init_db(db.engine_for(pg_url))
+    expected = due_contracts(pg_url, 150)
+    smtp_sink.delay = 0.01
+    env = mail_env | {"DUEFLOW_DATABASE_URL": pg_url, "DUEFLOW_RUN_LOCK": "off"}
+    runs = [start(["run", "--as-of", AS_OF.isoformat()], env, tmp_path) for _ in range(6)]
+    results = [r.communicate(timeout=300) for r in runs]
+    assert [r.returncode for r in runs] == [0] * 6, [err for _, err in results]
+    received = smtp_sink.keys()
+    assert len(received) == len(set(received)), "a key was delivered twice"
+    assert set(received) == expected
+    winners = [out for out, _ in results if "sent, 0 failed" in out and "Nothing new" not in out]
+    assert winners, "no run reported sending"
+
+
+@pytest.mark.pg
+def test_with_the_lock_one_run_works_and_the_others_exit_cleanly(mail_env, pg_url, smtp_sink,
+                                                                 tmp_path):
+    db.init_db(db.engine_for(pg_url))
+    expected = due_contracts(pg_url, 80)
+    smtp_sink.gate.clear()  # the first run blocks in its first DATA until we open the gate
+    env = mail_env | {"DUEFLOW_DATABASE_URL": pg_url, "DUEFLOW_RUN_LOCK": "on"}
+    first = start(["run", "--as-of", AS_OF.isoformat()], env, tmp_path)
+    wait_for(lambda: len(smtp_sink.data_seen) >= 1, "a first DATA command", 90, interval=0.02)
+    others = [start(["run", "--as-of", AS_OF.isoformat()], env, tmp_path) for _ in range(5)]
+    for other in others:
+        out, err = other.communicate(timeout=120)
+        assert other.returncode == 0, err
+        assert "another dueflow run is active on this database" in out
+        assert "Traceback" not in err
+    assert first.poll() is None, "the first run finished before the others were turned away"
+    smtp_sink.gate.set()
+    out, err = first.communicate(timeout=300)
+    assert first.returncode == 0, err
+    assert "80 sent, 0 failed, 0 pending of 80 new" in out
+    assert sorted(smtp_sink.keys()) == sorted(expected)

@@ -1,0 +1,94 @@
+"""SMTP transports against a real aiosmtpd server: STARTTLS and implicit TLS with a
+private CA, authentication, and the file outbox."""
+
+from __future__ import annotations
+
+import datetime as dt
+import ipaddress
+from pathlib import Path
+
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+
+from dueflow.tasks.adapters.mail import open_transport, parse_mail_url
+from dueflow.tasks.core.addresses import parse_mailbox
+from dueflow.tasks.core.message import OutgoingEmail
+from tests.smtp_server import SmtpSink
+
+SENDER = parse_mailbox("alerts@corp.example", "DUEFLOW_MAIL_FROM")
+EMAIL = OutgoingEmail("renewal/c-1/2027-03-01/30d", "owner@example.com", "Renewal", "text\n",
+                      "<p>html</p>", "<abc@example.com>")
+
+
+@pytest.fixture(scope="module")
+def certificate(tmp_path_factory) -> Path:
+    """A self-signed certificate for 127.0.0.1 (it is its own CA), key included."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = dt.datetime.now(dt.UTC)
+    cert = (
+        x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(days=1)).not_valid_after(now + dt.timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+                       critical=False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    path = tmp_path_factory.mktemp("tls") / "server.pem"
+    path.write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                          serialization.NoEncryption())
+        + cert.public_bytes(serialization.Encoding.PEM)
+    )
+    return path
+
+
+@pytest.mark.parametrize(("tls", "scheme"), [("starttls", "smtp+starttls"), ("ssl", "smtps")])
+def test_tls_with_login(certificate, tls, scheme):
+    sink = SmtpSink(tls=tls, login=("alerts@corp.example", "p@ss:word"), certfile=str(certificate))
+    sink.start()
+    try:
+        url = f"{scheme}://alerts%40corp.example:p%40ss%3Aword@127.0.0.1:{sink.port}?cafile={certificate}"
+        config = parse_mail_url(url)
+        assert "p@ss:word" not in repr(config) and "p@ss:word" not in config.describe()
+        with open_transport(config, SENDER) as transport:
+            result = transport.send(EMAIL)
+        assert result.status == "sent", result
+        assert sink.keys() == [EMAIL.key]
+
+        wrong = url.replace("p%40ss%3Aword", "nope")
+        with open_transport(parse_mail_url(wrong), SENDER) as transport:
+            refused = transport.send(EMAIL)
+        assert refused.status == "failed" and "connect" in (refused.error or "")
+        untrusted = url.split("?")[0]  # without our CA the certificate is not trusted
+        with open_transport(parse_mail_url(untrusted), SENDER) as transport:
+            assert transport.send(EMAIL).status == "failed"
+        assert sink.keys() == [EMAIL.key]
+    finally:
+        sink.stop()
+
+
+def test_connection_is_reused_across_messages():
+    sink = SmtpSink()
+    sink.start()
+    try:
+        emails = [OutgoingEmail(f"k{n}", "x@example.com", "s", "t", "h", f"<{n}@b>") for n in range(5)]
+        with open_transport(parse_mail_url(f"smtp://127.0.0.1:{sink.port}"), SENDER) as t:
+            assert [t.send(email).status for email in emails] == ["sent"] * 5
+        assert len(sink.keys()) == 5 and sink.ehlos == 1  # one conversation for all five
+    finally:
+        sink.stop()
+
+
+def test_file_outbox_writes_one_eml_per_key(tmp_path):
+    outbox = tmp_path / "outbox"
+    with open_transport(parse_mail_url(f"file://{outbox}"), SENDER) as transport:
+        assert transport.send(EMAIL).status == "sent"
+    [eml] = outbox.glob("*.eml")
+    text = eml.read_text()
+    assert "X-Dueflow-Key: renewal/c-1/2027-03-01/30d" in text and "Message-ID: <abc@example.com>" in text
+    assert not list(outbox.glob("*.part"))

@@ -1,0 +1,186 @@
+"""Reservation races on real SQLite and PostgreSQL: threads and processes, each with
+their own connection, reserve overlapping keys at the same moment."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+from datetime import date
+
+import pandas as pd
+import pytest
+from sqlalchemy import text
+
+from dueflow.tasks.adapters import db
+from tests.factories import race
+
+AS_OF = date(2027, 1, 1)
+CYCLE = "2027-02-15"
+
+
+def candidates(contract_ids: list[int], lead: int = 60) -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "key": [f"renewal/c-{i}/{CYCLE}/{lead}d" for i in contract_ids],
+            "subject_id": [f"c-{i}" for i in contract_ids],
+            "cycle": CYCLE,
+            "step": f"{lead}d",
+            "step_rank": lead,
+            "recipient": "owner@example.com",
+        }
+    )
+
+
+def overlapping_sets(workers: int, keys: int) -> list[list[int]]:
+    """Each worker takes a different, overlapping slice; every key is wanted by 3+ workers."""
+    return [[k for k in range(keys) if (k + w) % 4 != 0] for w in range(workers)]
+
+
+def _reserve_in_process(url: str, ids: list[int], barrier, out) -> None:
+    out.put(sorted(_reserve(db.engine_for(url), ids, barrier)))
+
+
+def _reserve(engine, ids: list[int], barrier) -> set[str]:
+    with engine.connect() as conn:  # open the connection before the start line
+        conn.execute(text("SELECT 1"))
+    barrier.wait()
+    return db.reserve(engine, "renewal", candidates(ids), AS_OF, flow_run_id=None)
+
+
+def assert_exactly_one_winner(url: str, winners: list[list[str]], wanted: set[str]) -> None:
+    flat = [key for won in winners for key in won]
+    assert len(flat) == len(set(flat)), "a key has two winners"
+    assert set(flat) == wanted, "a wanted key has no winner"
+    ledger = db.ledger_rows(db.engine_for(url))
+    assert sorted(ledger["key"]) == sorted(wanted)
+
+
+def test_threads_race_for_overlapping_keys(db_url):
+    sets = overlapping_sets(workers=8, keys=400)
+    engine = db.engine_for(db_url)
+    results = race(engine, [
+        lambda ids=ids: sorted(db.reserve(engine, "renewal", candidates(ids), AS_OF, None))
+        for ids in sets])
+    wanted = {k for ids in sets for k in candidates(ids)["key"]}
+    assert_exactly_one_winner(db_url, results, wanted)
+
+
+def test_processes_race_for_overlapping_keys(db_url):
+    ctx = mp.get_context("spawn")
+    sets = overlapping_sets(workers=4, keys=2000)
+    barrier, out = ctx.Barrier(len(sets)), ctx.Queue()
+    procs = [ctx.Process(target=_reserve_in_process, args=(db_url, ids, barrier, out)) for ids in sets]
+    for p in procs:
+        p.start()
+    winners = [out.get(timeout=120) for _ in procs]
+    for p in procs:
+        p.join(30)
+        assert p.exitcode == 0
+    wanted = {k for ids in sets for k in candidates(ids)["key"]}
+    assert_exactly_one_winner(db_url, winners, wanted)
+
+
+def test_rereservation_wins_nothing(db_url):
+    engine = db.engine_for(db_url)
+    first = db.reserve(engine, "renewal", candidates(list(range(50))), AS_OF, None)
+    again = db.reserve(engine, "renewal", candidates(list(range(60))), AS_OF, None)
+    assert len(first) == 50
+    assert again == set(candidates(list(range(50, 60)))["key"])
+
+
+def test_a_stale_run_cannot_reserve_a_less_urgent_lead(db_url):
+    engine = db.engine_for(db_url)
+    assert db.reserve(engine, "renewal", candidates([1, 2], lead=15), AS_OF, None)
+    # A late run still thinking in 30d terms for contract 1 (and 3, untouched) loses c-1.
+    won = db.reserve(engine, "renewal", candidates([1, 3], lead=30), AS_OF, None)
+    assert won == {f"renewal/c-3/{CYCLE}/30d"}
+
+
+@pytest.mark.pg
+def test_stale_and_fresh_runs_racing_keep_the_lead_order(pg_url):
+    """Two runs race: one reserves 15d, the other the (now stale) 30d, for the same
+    contracts. Whatever the interleaving, no cycle ends with 30d after 15d."""
+    db.init_db(db.engine_for(pg_url))
+    engine = db.engine_for(pg_url)
+    ids = list(range(300))
+    urgent, _stale = race(engine, [
+        lambda lead=lead: db.reserve(engine, "renewal", candidates(ids, lead=lead), AS_OF, None)
+        for lead in (15, 30)])
+    ledger = db.ledger_rows(engine)
+    assert len(urgent) == len(ids)  # the urgent lead is never blocked
+    by_contract = ledger.assign(contract=ledger["key"].str.split("/").str[1])
+    for _, rows in by_contract.sort_values("created_at").groupby("contract"):
+        leads = [int(k.split("/")[-1][:-1]) for k in rows["key"]]
+        assert leads in ([15], [30, 15]), leads
+
+
+@pytest.mark.pg
+def test_after_a_large_reservation_per_key_updates_are_key_lookups(pg_url):
+    """Regression: with statistics taken before a surge, settling each of N fresh pending
+    rows scanned all N pending rows through a partial index on status (quadratic)."""
+    engine = db.engine_for(pg_url)
+    db.init_db(engine)
+    # Earlier nights: a ledger of settled rows, analysed while nothing was pending.
+    db.reserve(engine, "renewal", candidates(list(range(20_000)), lead=15), AS_OF, None, status="sent")
+    with engine.connect() as conn:
+        conn.execute(text("ANALYZE dueflow_ledger"))  # nothing pending in the statistics
+        conn.commit()
+    fresh = list(range(20_000, 21_500))
+    won = db.reserve(engine, "renewal", candidates(fresh), AS_OF, None)
+    assert len(won) == len(fresh)
+    with engine.connect() as conn:
+        plan = "\n".join(row[0] for row in conn.execute(text(
+            "EXPLAIN UPDATE dueflow_ledger SET error = 'x' WHERE key = :k AND status = 'pending'"),
+            {"k": sorted(won)[0]}))
+    assert "Index Cond: (key = " in plan, plan  # a lookup by key, whichever index
+
+
+def test_keys_with_awkward_characters_round_trip(db_url):
+    engine = db.engine_for(db_url)
+    ids = ['c"quoted"', "c\\back\\slash", "c,comma", "c{brace}", "c'single", "c NULL", "ñandú"]
+    frame = pd.DataFrame({"key": [f"renewal/{i}/{CYCLE}/30d" for i in ids], "subject_id": ids,
+                          "cycle": CYCLE, "step": "30d", "step_rank": 30, "recipient": "a@b.example",
+                          "previous_by": None})
+    assert db.reserve(engine, "renewal", frame, AS_OF, None) == set(frame["key"])
+    assert sorted(db.ledger_rows(engine)["key"]) == sorted(frame["key"])
+
+
+def test_stored_messages_round_trip_and_settled_rows_keep_theirs(db_url, monkeypatch):
+    """store_messages writes each message onto its own pending row, byte for byte, across
+    statement chunks; a row already settled is not overwritten, and neither is a message
+    stored before (the first one stays: whoever sends the key sends the ledger's text)."""
+    monkeypatch.setattr(db, "STORE_CHUNK", 3)  # several chunks in one transaction
+    engine = db.engine_for(db_url)
+    ids = list(range(8))
+    db.reserve(engine, "renewal", candidates(ids), AS_OF, None)
+    keys = sorted(candidates(ids)["key"])
+    with engine.begin() as conn:
+        conn.execute(text("UPDATE dueflow_ledger SET status = 'sent' WHERE key = :k"), {"k": keys[0]})
+    awkward = 'Dear "client", {x} \\ 100 € NULL, \'quoted\'\nline two\ttab'
+    messages = [{"key": k, "recipient": f"owner{n}@example.com", "subject": f"Renewal {n}",
+                 "body_text": f"{awkward} {n}", "body_html": None if n % 2 else f"<p>{awkward}</p>",
+                 "message_id": f"<{n}@dueflow>", "draft_source": "llm" if n == 3 else None,
+                 "draft_note": "firm" if n == 3 else None}
+                for n, k in enumerate(keys)]
+    db.store_messages(engine, messages)
+    db.store_messages(engine, [m | {"subject": "a second rendering"} for m in messages])
+    stored = db.read_frame(engine, "SELECT key, attempts, recipient, subject, body_text, body_html,"
+                           " message_id, draft_source, draft_note FROM dueflow_ledger", {}
+                           ).set_index("key")
+    assert pd.isna(stored.loc[keys[0], "body_text"]) and stored.loc[keys[0], "attempts"] == 0
+    for message in messages[1:]:
+        row = stored.loc[message["key"]]
+        for field in ("recipient", "subject", "body_text", "body_html", "message_id",
+                      "draft_source", "draft_note"):
+            assert (None if pd.isna(row[field]) else row[field]) == message[field], field
+        assert row["attempts"] == 0  # counted when a delivery claims it
+
+
+def test_array_literals_never_shift_values():
+    """pg_array escapes the joined text at once; a value that could split it is refused,
+    because a shifted array would pair one contract's key with another's recipient."""
+    assert db.pg_array(['a"b', "c\\d", "x,y", "{z}", ""]) == r'{"a\"b","c\\d","x,y","{z}",""}'
+    assert db.pg_array(["a", None, 3]) == '{"a",NULL,"3"}'
+    assert db.pg_array([None, None]) == "{NULL,NULL}"
+    assert db.pg_array([]) == "{}"
+    with pytest.raises(ValueError, match="NUL"):
+        db.pg_array(["one\x00two", "three"])

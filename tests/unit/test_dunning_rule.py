@@ -1,0 +1,153 @@
+"""The dunning state machine (DESIGN.md) as pure functions, with property tests."""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime, timedelta
+
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dueflow.tasks.core.decide import DUNNING_STEPS, due_dunning_steps
+from tests import examples
+
+START = date(2027, 1, 1)
+HISTORY_COLUMNS = ["subject_id", "step", "step_rank", "as_of", "status"]
+CLIENTS = pd.DataFrame({
+    "id": ["cl-en", "cl-es", "cl-paused"], "name": ["Acme", "Ñandú SL", "Paused Ltd"],
+    "email": ["ap@acme.example", "pagos@nandu.example", "ap@paused.example"],
+    "locale": ["en", "es", "en"], "notes": [None, None, None], "dunning_paused": [False, 0, True],
+})
+
+
+def invoices_frame(sent: list[date | None], paid: list[date | None] | None = None,
+                   **overrides) -> pd.DataFrame:
+    n = len(sent)
+    frame = pd.DataFrame({
+        "id": [f"inv-{i}" for i in range(n)], "client_id": ["cl-en"] * n,
+        "number": [f"F-{i}" for i in range(n)], "amount": ["100.00"] * n, "currency": ["EUR"] * n,
+        "status": ["sent"] * n,
+        "sent_at": [datetime(s.year, s.month, s.day, 9, tzinfo=UTC).isoformat()
+                    if s else None for s in sent],
+        "due_date": [(s + timedelta(days=30)).isoformat() if s else None for s in sent],
+        "paid_at": paid or [None] * n,
+    })
+    for column, values in overrides.items():
+        frame[column] = values
+    return frame
+
+
+def simulate(sent, paid_on, run_dates, delays):
+    history: list[tuple] = []
+    emitted = []
+    for run_date in run_dates:
+        paid = [p.isoformat() if p is not None and p <= run_date else None for p in paid_on]
+        decision = due_dunning_steps(
+            invoices_frame(sent, paid), CLIENTS, pd.DataFrame(history, columns=HISTORY_COLUMNS),
+            run_date, delays, escalation_to="collections@corp.example",
+        )
+        assert decision.quarantined.empty
+        assert decision.due["subject_id"].is_unique  # one step per invoice per run
+        for row in decision.to_reserve.itertuples(index=False):
+            history.append((row.subject_id, row.step, row.step_rank, run_date.isoformat(), "sent"))
+            emitted.append((run_date, int(row.subject_id[4:]), int(row.step_rank)))
+    return emitted
+
+
+@st.composite
+def calendars(draw):
+    delays = draw(st.lists(st.integers(1, 10), min_size=3, max_size=3))
+    n = draw(st.integers(1, 6))
+    sent = [START + timedelta(days=draw(st.integers(0, 20))) for _ in range(n)]
+    paid_on = [draw(st.one_of(st.none(), st.integers(0, 60).map(lambda d: START + timedelta(days=d))))
+               for _ in range(n)]
+    steps = draw(st.lists(st.integers(0, 6), min_size=1, max_size=40))
+    run_dates, day = [], START
+    for step in steps:
+        day += timedelta(days=step)
+        run_dates.append(day)
+    return sent, paid_on, run_dates, delays
+
+
+@settings(max_examples=examples(15), deadline=None)
+@given(calendars())
+def test_steps_are_an_ordered_prefix_spaced_by_the_delays_and_stop_at_payment(calendar):
+    sent, paid_on, run_dates, delays = calendar
+    emitted = simulate(sent, paid_on, run_dates, delays)
+    for invoice in range(len(sent)):
+        mine = [(day, rank) for day, inv, rank in emitted if inv == invoice]
+        ranks = [rank for _, rank in mine]
+        assert ranks == list(range(1, len(ranks) + 1)), "not a prefix of R1, R2, OVERDUE"
+        previous = sent[invoice]
+        for (day, rank) in mine:
+            assert (day - previous).days >= delays[rank - 1], "a step came too early"
+            assert paid_on[invoice] is None or day < paid_on[invoice], "reminded after payment"
+            previous = day
+        # Exactness: each step goes out on the first run date it is due, never later
+        # (missed nights delay it to the next run, they never burst several at once).
+        previous, expected = sent[invoice], []
+        for rank in range(1, len(DUNNING_STEPS) + 1):
+            candidates = [r for r in run_dates if (r - previous).days >= delays[rank - 1]
+                          and (paid_on[invoice] is None or r < paid_on[invoice])
+                          and (not expected or r > expected[-1][0])]
+            if not candidates:
+                break
+            expected.append((candidates[0], rank))
+            previous = candidates[0]
+        assert mine == expected
+
+
+def test_paused_void_draft_and_paid_invoices_take_no_part():
+    frame = invoices_frame([START] * 4, client_id=["cl-paused", "cl-en", "cl-en", "cl-en"],
+                           status=["sent", "void", "draft", "paid"])
+    decision = due_dunning_steps(frame, CLIENTS, pd.DataFrame(columns=HISTORY_COLUMNS),
+                                 START + timedelta(days=30))
+    assert decision.due.empty and decision.quarantined.empty
+
+
+def test_sent_just_before_midnight_utc_counts_from_the_business_date():
+    frame = invoices_frame([START])
+    frame["sent_at"] = "2027-01-01T23:30:00+00:00"  # 00:30 on 2 January in Madrid
+    none = pd.DataFrame(columns=HISTORY_COLUMNS)
+    for tz, first_due in (("UTC", date(2027, 1, 8)), ("Europe/Madrid", date(2027, 1, 9))):
+        assert due_dunning_steps(frame, CLIENTS, none, first_due - timedelta(days=1),
+                                 timezone=tz).due.empty
+        assert due_dunning_steps(frame, CLIENTS, none, first_due, timezone=tz).due["step"].tolist() \
+            == ["REMINDED_1"]
+
+
+def test_bad_invoices_are_quarantined_and_the_rest_proceed():
+    frame = invoices_frame([START] * 6, client_id=["cl-en", "cl-en", "ghost", "cl-en", "cl-en",
+                                                   "cl-en"],
+                           amount=["10", None, "10", "10", "10", "10"],
+                           currency=["EUR", "EUR", "EUR", "XXX", "EUR", "EUR"],
+                           status=["sent", "sent", "sent", "sent", "sent", "disputed"])
+    frame.loc[4, "sent_at"] = None
+    decision = due_dunning_steps(frame, CLIENTS, pd.DataFrame(columns=HISTORY_COLUMNS),
+                                 START + timedelta(days=10))
+    assert dict(zip(decision.quarantined["source_id"], decision.quarantined["reason"],
+                    strict=True)) == {
+        "inv-1": "amount missing or not a number",
+        "inv-2": "client 'ghost' not found",
+        "inv-3": "unknown currency 'XXX'",
+        "inv-4": "sent_at missing or not a valid timestamp",
+        "inv-5": "unknown status 'disputed'",
+    }
+    assert decision.to_reserve["key"].tolist() == ["dunning/inv-0/REMINDED_1"]
+
+
+@pytest.mark.parametrize("escalation_to", [None, "not an address"])
+def test_overdue_without_an_escalation_address_is_quarantined_not_dropped(escalation_to):
+    history = pd.DataFrame([("inv-0", "REMINDED_1", 1, "2027-01-08", "sent"),
+                            ("inv-0", "REMINDED_2", 2, "2027-01-13", "sent")],
+                           columns=HISTORY_COLUMNS)
+    decision = due_dunning_steps(invoices_frame([START]), CLIENTS, history, date(2027, 1, 20),
+                                 escalation_to=escalation_to)
+    assert decision.due.empty
+    assert decision.quarantined["reason"].tolist() == [
+        "OVERDUE escalation needs DUEFLOW_ESCALATION_TO set to a valid address"]
+    fixed = due_dunning_steps(invoices_frame([START]), CLIENTS, history, date(2027, 1, 20),
+                              escalation_to="collections@corp.example")
+    assert fixed.due[["step", "recipient"]].values.tolist() == [
+        ["OVERDUE", "collections@corp.example"]]
