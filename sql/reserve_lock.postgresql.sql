@@ -1,3 +1,3 @@
--- Serialises the reservations of one job (milliseconds), so that the ordering checks of
--- reserve_*.postgresql.sql see every reservation committed before them.
-SELECT pg_advisory_xact_lock(hashtext(:lock))
+-- Serialises the reservations of one job on one ledger (milliseconds), so that the
+-- ordering checks of reserve_*.postgresql.sql see every reservation committed before them.
+SELECT pg_advisory_xact_lock(hashtext(:lock), hashtext(current_schema()))

@@ -1,4 +1,4 @@
-"""The second fence of G5: one active run per database.
+"""The second fence of G5: one active run per ledger (database, and schema on PostgreSQL).
 
 PostgreSQL: a session-level advisory lock on a connection held for the whole run.
 SQLite: an exclusive `flock` on a file beside the database. Both are released by
@@ -19,7 +19,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from dueflow.sql import statement
 
-RUN_LOCK_ID = 0x6475_6566  # 'duef': the advisory lock key of a dueflow run
+RUN_LOCK_ID = 0x6475_6566  # 'duef': the advisory lock key of a dueflow run (with the schema)
 
 
 @contextmanager
