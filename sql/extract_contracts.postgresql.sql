@@ -1,6 +1,7 @@
--- Renewal candidates: only rows that can be due tonight (renewal date inside the
--- widest lead window) plus rows whose date is missing, so they get quarantined.
+-- Renewal candidates: only rows that may be due tonight, plus every other row that shares
+-- an id with one of them, so that a duplicated id is seen, and quarantined, whatever the
+-- other copy says (G6).
 SELECT id, vendor, title, amount, currency, renewal_date, notify_email, status
 FROM contracts
-WHERE status IS DISTINCT FROM 'cancelled'
-  AND (renewal_date IS NULL OR renewal_date BETWEEN CAST(:window_start AS date) AND CAST(:window_end AS date))
+WHERE /*include contract_may_be_due*/
+   OR id IN (SELECT id FROM contracts WHERE /*include contract_may_be_due*/)

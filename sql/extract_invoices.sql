@@ -1,6 +1,7 @@
--- Invoices that may take part in dunning tonight: not paid, and not in a status
--- that ends dunning (draft, paid, void). Unknown statuses come along to be quarantined.
+-- Invoices that may take part in dunning tonight, plus every other row that shares an id
+-- with one of them, so that a duplicated id is seen, and quarantined, whatever the other
+-- copy says (G6).
 SELECT id, client_id, number, amount, currency, status, sent_at, due_date
 FROM invoices
-WHERE paid_at IS NULL
-  AND (status IS NULL OR status NOT IN ('draft', 'paid', 'void'))
+WHERE /*include invoice_may_be_dunned*/
+   OR id IN (SELECT id FROM invoices WHERE /*include invoice_may_be_dunned*/)

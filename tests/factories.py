@@ -28,6 +28,28 @@ def insert(url: str, table: str, rows: Sequence[dict]) -> None:
         )
 
 
+# The user's own tables: the public contract's columns, and no primary key.
+OWN_TABLES = {
+    "contracts": "id text, vendor text, title text, amount {money}, currency text, renewal_date date,"
+                 " notify_email text, status text",
+    "clients": "id text, name text, email text, locale text, notes text, dunning_paused {flag}",
+    "invoices": "id text, client_id text, number text, amount {money}, currency text, status text,"
+                " sent_at {stamp}, due_date date, paid_at {stamp}",
+}
+OWN_TYPES = {"sqlite": {"money": "text", "flag": "", "stamp": "text"},
+             "postgresql": {"money": "numeric", "flag": "boolean", "stamp": "timestamptz"}}
+
+
+def without_keys(url: str, *tables: str) -> None:
+    """Replace the (empty) sample tables by the user's own kind: no primary key."""
+    engine = db.engine_for(url)
+    types = OWN_TYPES[engine.dialect.name]
+    with engine.begin() as conn:
+        for table in tables:
+            conn.execute(text(f"DROP TABLE {table}"))
+            conn.execute(text(f"CREATE TABLE {table} ({OWN_TABLES[table].format(**types)})"))
+
+
 def contract(cid: str, renewal: date | None, status: str = "active", **extra) -> dict:
     return {"id": cid, "vendor": f"Vendor {cid}", "title": "Service", "amount": "1250.50",
             "currency": "EUR", "renewal_date": renewal.isoformat() if renewal else None,

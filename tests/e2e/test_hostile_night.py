@@ -29,20 +29,13 @@ from dueflow.tasks.core.keys import dunning_key, printable_id, renewal_key
 from dueflow.tasks.core.message import HEADER_NAMES
 from tests import examples, hostile
 from tests.conftest import PG_URL, require_pg
+from tests.factories import OWN_TABLES, OWN_TYPES
 from tests.smtp_server import SmtpSink
 
 CONTRACTS = ("id", "vendor", "title", "amount", "currency", "renewal_date", "notify_email", "status")
 CLIENTS = ("id", "name", "email", "locale", "notes", "dunning_paused")
 INVOICES = ("id", "client_id", "number", "amount", "currency", "status", "sent_at", "due_date",
             "paid_at")
-# The user's own tables: the public contract's columns, and no primary key.
-OWN_TABLES = {
-    "contracts": "id text, vendor text, title text, amount {money}, currency text, renewal_date date,"
-                 " notify_email text, status text",
-    "clients": "id text, name text, email text, locale text, notes text, dunning_paused {flag}",
-    "invoices": "id text, client_id text, number text, amount {money}, currency text, status text,"
-                " sent_at {stamp}, due_date date, paid_at {stamp}",
-}
 NIGHT = settings(max_examples=examples(6), deadline=None, derandomize=False,
                  suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
                                         HealthCheck.data_too_large])
@@ -53,7 +46,7 @@ def own_database(kind: str, tmp: Path) -> Iterator[str]:
     """A fresh database with the user's own tables, then dueflow's (init-db)."""
     if kind == "sqlite":
         url = f"sqlite:///{tmp / f'{uuid.uuid4().hex}.db'}"
-        types = {"money": "text", "flag": "", "stamp": "text"}
+        types = OWN_TYPES["sqlite"]
         with sqlite3.connect(url.removeprefix("sqlite:///")) as conn:
             for table, columns in OWN_TABLES.items():
                 conn.execute(f"CREATE TABLE {table} ({columns.format(**types)})")
@@ -66,7 +59,7 @@ def own_database(kind: str, tmp: Path) -> Iterator[str]:
     require_pg()
     schema = f"dueflow_h_{uuid.uuid4().hex[:12]}"
     admin = create_engine(PG_URL, isolation_level="AUTOCOMMIT")
-    types = {"money": "numeric", "flag": "boolean", "stamp": "timestamptz"}
+    types = OWN_TYPES["postgresql"]
     with admin.connect() as conn:
         conn.execute(text(f"CREATE SCHEMA {schema}"))
         for table, columns in OWN_TABLES.items():
