@@ -6,7 +6,8 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import date
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -118,9 +119,11 @@ def cmd_init_db(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-def _stop_on_interrupt() -> Callable[[], bool]:
-    """The first Ctrl-C (SIGINT, or SIGTERM) stops handing new emails to SMTP; the run then
-    records what happened and ends; a second one stops at once. Returns whether one came."""
+@contextmanager
+def _stop_on_interrupt() -> Iterator[Callable[[], bool]]:
+    """While the run lasts, the first Ctrl-C (SIGINT, or SIGTERM) stops handing new emails
+    to SMTP — the run then records what happened and ends — and a second one stops at
+    once. Yields whether one came; the previous handlers are back afterwards."""
     import signal
 
     from dueflow.tasks.deliver import STOP
@@ -134,21 +137,24 @@ def _stop_on_interrupt() -> Callable[[], bool]:
         print("\ndueflow: stopping: no new email is handed to SMTP; recording what was sent"
               " (press Ctrl-C again to quit at once)…", file=sys.stderr, flush=True)
 
-    signal.signal(signal.SIGINT, handle)
-    signal.signal(signal.SIGTERM, handle)
-    return STOP.is_set
+    previous = {sig: signal.signal(sig, handle) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield STOP.is_set
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _run_flow(settings: Settings, as_of: date | None, dry_run: bool, **params: object) -> int:
     _check_ready(settings)
     _quiet_prefect()
-    interrupted = _stop_on_interrupt()
     from dueflow.flows.nightly_alerts import nightly_alerts
     from dueflow.tasks.core.llm_guard import OFF_NOTE
     from dueflow.tasks.core.report import text_table
 
     try:
-        summary = nightly_alerts(as_of=as_of, dry_run=dry_run, **params)
+        with _stop_on_interrupt() as interrupted:
+            summary = nightly_alerts(as_of=as_of, dry_run=dry_run, **params)
     except RuntimeError as exc:
         if "ephemeral Prefect API server" not in str(exc):
             raise

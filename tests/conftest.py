@@ -16,7 +16,10 @@ os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
 os.environ.setdefault("PREFECT_SERVER_SERVICES_TASK_RUN_RECORDER_ENABLED", "false")
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 from sqlalchemy import create_engine, text
@@ -65,22 +68,35 @@ def pytest_sessionfinish(session, exitstatus) -> None:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
-@pytest.fixture
-def pg_url() -> Iterator[str]:
-    """A fresh PostgreSQL schema for one test, dropped afterwards."""
+@contextmanager
+def pg_schema() -> Iterator[str]:
+    """The URL of a fresh PostgreSQL schema, dropped afterwards."""
     require_pg()
     schema = f"dueflow_t_{uuid.uuid4().hex[:12]}"
     admin = create_engine(PG_URL, isolation_level="AUTOCOMMIT")
     with admin.connect() as conn:
         conn.execute(text(f"CREATE SCHEMA {schema}"))
-    url = f"{PG_URL}?options=-csearch_path%3D{schema}"
+    # Its sessions carry the schema's name, so that a test can cut them and only them.
+    url = f"{PG_URL}?options=-csearch_path%3D{schema}&application_name={schema}"
     try:
         yield url
     finally:
         db.engine_for(url).dispose()
         with admin.connect() as conn:
+            # Whatever still holds a session on this schema (an engine made with other
+            # settings, a child process) lets go of it: 30 idle pools exhaust PostgreSQL.
+            conn.execute(text("SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                              " WHERE application_name = :name AND pid <> pg_backend_pid()"),
+                         {"name": schema})
             conn.execute(text(f"DROP SCHEMA {schema} CASCADE"))
         admin.dispose()
+
+
+@pytest.fixture
+def pg_url() -> Iterator[str]:
+    """A fresh PostgreSQL schema for one test, dropped afterwards."""
+    with pg_schema() as url:
+        yield url
 
 
 @pytest.fixture
@@ -147,3 +163,68 @@ def mail_env(smtp_sink, prefect_server) -> dict[str, str]:
 @pytest.fixture
 def cli_env(db_url, mail_env) -> dict[str, str]:
     return mail_env | {"DUEFLOW_DATABASE_URL": db_url}
+
+
+@dataclass
+class CliResult:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+@pytest.fixture
+def dueflow_cli(monkeypatch, capsys, prefect_server, tmp_path) -> Callable[..., CliResult]:
+    """The `dueflow` command run in this process (`main(argv)`), as an operator's shell
+    would run it: the environment given, nothing else of DUEFLOW_*, in `cwd`. For what a
+    process boundary does not change; signals and races use real processes (tests/runs.py)."""
+    from dueflow.flows.cli import main
+
+    def run(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> CliResult:
+        for name in [n for n in os.environ if n.startswith("DUEFLOW_")]:
+            monkeypatch.delenv(name)
+        for name, value in (env or {}).items():
+            if name != "PYTHONPATH":
+                monkeypatch.setenv(name, value)
+        monkeypatch.chdir(cwd or tmp_path)
+        capsys.readouterr()
+        try:
+            code = main(list(args))
+        except SystemExit as exc:  # argparse refusing the arguments
+            code = int(exc.code or 0)
+        out, err = capsys.readouterr()
+        return CliResult(code, out, err)
+
+    return run
+
+
+@pytest.fixture(scope="session")
+def prefect_server_process(tmp_path_factory) -> Iterator[tuple[str, dict[str, str]]]:
+    """One real `prefect server start` for every test that needs a server of its own
+    process (deployments, workers, the UI's API); yields its API URL and an environment
+    for the processes that talk to it. Tests tell their runs apart by deployment."""
+    import subprocess
+    import sys
+
+    import httpx
+
+    from tests.factories import wait_for
+    from tests.smtp_server import free_port
+
+    home = tmp_path_factory.mktemp("prefect-server")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "DUEFLOW_"))}
+    env |= {"PREFECT_HOME": str(home), "PREFECT_UI_ENABLED": "false",
+            "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "PREFECT_LOGGING_LEVEL": "WARNING",
+            # The recorder's writes make the SQLite-backed API answer 503 (and clients
+            # sleep) while several runs create task runs; tests read what they need.
+            "PREFECT_SERVER_SERVICES_TASK_RUN_RECORDER_ENABLED": "false"}
+    port = free_port()
+    prefect = str(Path(sys.executable).parent / "prefect")
+    server = subprocess.Popen([prefect, "server", "start", "--host", "127.0.0.1", "--port", str(port)],
+                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    api = f"http://127.0.0.1:{port}/api"
+    try:
+        wait_for(lambda: httpx.get(f"{api}/health", timeout=2).status_code == 200, "prefect server")
+        yield api, env | {"PREFECT_API_URL": api}
+    finally:
+        server.terminate()
+        server.wait(30)

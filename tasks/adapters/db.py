@@ -44,9 +44,11 @@ def engine_for(url: str, lock_timeout: float = DB_LOCK_TIMEOUT) -> Engine:
             engine = create_engine(parsed, connect_args={"timeout": lock_timeout})
             _configure_sqlite(engine, lock_timeout)
         else:
-            # application_name: an operator sees dueflow's sessions in pg_stat_activity.
+            # application_name: an operator sees dueflow's sessions in pg_stat_activity
+            # (unless the URL names them itself: ?application_name=…).
+            names = {} if "application_name" in parsed.query else {"application_name": "dueflow"}
             engine = create_engine(parsed, pool_pre_ping=True, pool_size=8, max_overflow=8,
-                                   connect_args={"application_name": "dueflow"})
+                                   connect_args=names)
     except (ArgumentError, NoSuchModuleError, ValueError, ImportError) as exc:
         raise ConfigError(f"DUEFLOW_DATABASE_URL is not a usable database URL: {exc}") from None
     return engine

@@ -1,4 +1,5 @@
-"""The `dueflow` command as an operator uses it: real processes, real files."""
+"""The `dueflow` command as an operator uses it: the first run in a real process, real files;
+bad input through the same `main` in this process."""
 
 from __future__ import annotations
 
@@ -74,10 +75,10 @@ def test_init_db_is_idempotent(tmp_path, project_env):
         (["run"], {"DUEFLOW_DATABASE_URL": "nonsense"}, "is not a usable database URL"),
     ],
 )
-def test_bad_input_gets_one_clear_line(tmp_path, project_env, args, env, message):
+def test_bad_input_gets_one_clear_line(tmp_path, dueflow_cli, args, env, message):
     port = str(free_port())
     env = {k: v.replace("{port}", port) for k, v in env.items()}
-    result = dueflow(*args, cwd=tmp_path, env=project_env | env)
+    result = dueflow_cli(*args, env=env)
     assert result.returncode == 2
     assert message.replace("{port}", port) in result.stderr
     assert "Traceback" not in result.stderr and "s3cret" not in result.stderr
@@ -85,13 +86,12 @@ def test_bad_input_gets_one_clear_line(tmp_path, project_env, args, env, message
     assert not (tmp_path / "outbox").exists()
 
 
-def test_own_table_missing_a_column_is_named(tmp_path, project_env):
+def test_own_table_missing_a_column_is_named(tmp_path, dueflow_cli):
     import sqlite3
 
     with sqlite3.connect(tmp_path / "own.db") as conn:
         conn.execute("CREATE TABLE contracts (id text primary key, vendor text, renewal_date date)")
-    env = project_env | {"DUEFLOW_DATABASE_URL": "sqlite:///own.db"}
-    result = dueflow("run", cwd=tmp_path, env=env)
+    result = dueflow_cli("run", env={"DUEFLOW_DATABASE_URL": f"sqlite:///{tmp_path / 'own.db'}"})
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert ("table contracts has no column(s) amount, currency, notify_email, status, title"
             in result.stderr)

@@ -4,7 +4,6 @@ together. Slow: it starts a Prefect server and a runner."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from datetime import date, timedelta
@@ -15,33 +14,17 @@ import pytest
 
 from dueflow.tasks.adapters import db
 from tests.factories import contract, insert, wait_for
-from tests.smtp_server import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 PREFECT = str(Path(sys.executable).parent / "prefect")
 AS_OF = date(2027, 1, 1)
+# The session's real Prefect server lives in one worker: its tests run there.
+pytestmark = pytest.mark.xdist_group("prefect-server")
 
 
-@pytest.fixture
-def prefect_server_process(tmp_path):
-    port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "DUEFLOW_"))}
-    env |= {"PREFECT_HOME": str(tmp_path / "prefect-home"), "PREFECT_UI_ENABLED": "false",
-            "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "PREFECT_LOGGING_LEVEL": "WARNING"}
-    server = subprocess.Popen([PREFECT, "server", "start", "--host", "127.0.0.1", "--port", str(port)],
-                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    api = f"http://127.0.0.1:{port}/api"
-    try:
-        wait_for(lambda: httpx.get(f"{api}/health", timeout=2).status_code == 200,
-                 what="prefect server")
-        yield api, env | {"PREFECT_API_URL": api}
-    finally:
-        server.terminate()
-        server.wait(30)
-
-
-def flow_runs(api: str) -> list[dict]:
-    return httpx.post(f"{api}/flow_runs/filter", json={}, timeout=10).json()
+def flow_runs(api: str, deployment_id: str | None = None) -> list[dict]:
+    body = {"deployments": {"id": {"any_": [deployment_id]}}} if deployment_id else {}
+    return httpx.post(f"{api}/flow_runs/filter", json=body, timeout=10).json()
 
 
 def states(api: str, run_id: str) -> list[str]:
@@ -56,13 +39,14 @@ def test_two_runs_triggered_at_once_never_execute_together(prefect_server_proces
     db.init_db(db.engine_for(url))
     insert(url, "contracts", [contract(f"c{i}", AS_OF + timedelta(days=30)) for i in range(3)])
     smtp_sink.gate.clear()  # the first run holds its first DATA until we open the gate
-    env |= {"DUEFLOW_DATABASE_URL": url, "DUEFLOW_MAIL_URL": f"smtp://127.0.0.1:{smtp_sink.port}",
+    env = env | {"DUEFLOW_DATABASE_URL": url, "DUEFLOW_MAIL_URL": f"smtp://127.0.0.1:{smtp_sink.port}",
             "PYTHONPATH": str(ROOT), "DUEFLOW_RUN_LOCK": "off"}  # only the first fence here
     runner = subprocess.Popen([sys.executable, "-m", "dueflow.deployments.serve"], env=env, cwd=tmp_path,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        wait_for(lambda: httpx.post(f"{api}/deployments/filter", json={}, timeout=5).json(),
-                 what="the served deployment")
+        served = wait_for(lambda: [d for d in httpx.post(f"{api}/deployments/filter", json={}, timeout=5)
+                                   .json() if d["name"] == "nightly"], what="the served deployment")
+        deployment_id = served[0]["id"]
         triggers = [subprocess.Popen([PREFECT, "deployment", "run", "nightly-alerts/nightly",
                                       "--param", f'as_of="{AS_OF}"'], env=env,
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -70,14 +54,14 @@ def test_two_runs_triggered_at_once_never_execute_together(prefect_server_proces
         assert [t.wait(60) for t in triggers] == [0, 0]
         wait_for(lambda: len(smtp_sink.data_seen) >= 1, what="the first run to deliver")
         # One run is blocked mid-delivery; the other must not be running beside it.
-        runs = wait_for(lambda: (r := [x for x in flow_runs(api) if x["state_type"] in
+        runs = wait_for(lambda: (r := [x for x in flow_runs(api, deployment_id) if x["state_type"] in
                                        ("RUNNING", "CANCELLED", "CANCELLING")]) and len(r) == 2 and r,
                         what="the second run to be turned away")
         assert sorted(r["state_type"] for r in runs) in (["CANCELLED", "RUNNING"],
                                                          ["CANCELLING", "RUNNING"])
         smtp_sink.gate.set()
         ids = {r["id"] for r in runs}  # the schedule may add future runs: ignore those
-        final = wait_for(lambda: (r := [x for x in flow_runs(api) if x["id"] in ids]) and all(
+        final = wait_for(lambda: (r := [x for x in flow_runs(api, deployment_id) if x["id"] in ids]) and all(
             x["state_type"] in ("COMPLETED", "CANCELLED") for x in r) and r, what="both runs to end")
         by_type = sorted(r["state_type"] for r in final)
         assert by_type == ["CANCELLED", "COMPLETED"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import subprocess
 import threading
 from datetime import timedelta
+from urllib.parse import parse_qs, urlsplit
 
 import pandas as pd
 import pytest
@@ -22,14 +23,16 @@ from tests.factories import client, contract, insert, invoice
 from tests.runs import AS_OF, due_contracts, hold_write_lock, ledger_by_claim, start
 
 
-def terminate_dueflow_sessions() -> int:
-    """pg_terminate_backend on every session dueflow has open in the test database."""
+def terminate_dueflow_sessions(url: str) -> int:
+    """pg_terminate_backend on every session open on this test's database (they carry its
+    schema's name: tests/conftest.py)."""
+    name = parse_qs(urlsplit(url).query)["application_name"][0]
     admin = create_engine(PG_URL, isolation_level="AUTOCOMMIT")
     try:
         with admin.connect() as conn:
             return len(conn.execute(text(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name ="
-                " 'dueflow' AND datname = current_database() AND pid <> pg_backend_pid()")).all())
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = :name"
+                " AND datname = current_database() AND pid <> pg_backend_pid()"), {"name": name}).all())
     finally:
         admin.dispose()
 
@@ -60,7 +63,7 @@ def test_sessions_terminated_mid_delivery_lose_and_double_nothing(mail_env, pg_u
 
     def terminate(_key: str) -> None:
         if len(smtp_sink.data_seen) in (15, 50, 90):
-            terminated.append(terminate_dueflow_sessions())
+            terminated.append(terminate_dueflow_sessions(pg_url))
 
     smtp_sink.on_data = terminate
     env = mail_env | {"DUEFLOW_DATABASE_URL": pg_url}
@@ -163,7 +166,7 @@ def test_losing_the_database_after_the_work_is_a_warning_not_a_failure(mail_env,
 
     def cut_at_the_end(_key: str) -> None:
         if len(smtp_sink.data_seen) == len(expected):
-            terminate_dueflow_sessions()
+            terminate_dueflow_sessions(pg_url)
 
     smtp_sink.on_data = cut_at_the_end
     for name, value in (mail_env | {"DUEFLOW_DATABASE_URL": pg_url, "DUEFLOW_RUN_LOCK": "on"}).items():

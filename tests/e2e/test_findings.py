@@ -14,8 +14,8 @@ import pytest
 from dueflow.flows.nightly_alerts import nightly_alerts
 from dueflow.tasks.adapters import db
 from dueflow.tasks.core.message import HEADER_NAMES
-from tests.factories import client, contract, insert, invoice
-from tests.runs import AS_OF, due_contracts, hold_write_lock, start
+from tests.factories import client, contract, insert, invoice, without_keys
+from tests.runs import AS_OF, due_contracts, hold_write_lock
 
 RENEWAL = AS_OF + timedelta(days=30)
 
@@ -74,11 +74,11 @@ def test_4_a_sender_with_a_name_sends_every_email_from_its_address(run_env, smtp
 
 @pytest.mark.parametrize("sender", ["Finance", "Finance <alerts@corp example>",
                                     "a@corp.example, b@corp.example", "Équipe <équipe@corp.example>"])
-def test_4_a_sender_that_is_not_one_address_stops_before_any_write(cli_env, db_url, tmp_path, sender):
+def test_4_a_sender_that_is_not_one_address_stops_before_any_write(cli_env, db_url, dueflow_cli, sender):
     due_contracts(db_url, 2)
-    run = start(["run", "--as-of", AS_OF.isoformat()], cli_env | {"DUEFLOW_MAIL_FROM": sender}, tmp_path)
-    _, err = run.communicate(timeout=120)
-    assert run.returncode == 2 and err.startswith("dueflow: error: DUEFLOW_MAIL_FROM=")
+    result = dueflow_cli("run", "--as-of", AS_OF.isoformat(), env=cli_env | {"DUEFLOW_MAIL_FROM": sender})
+    err = result.stderr
+    assert result.returncode == 2 and err.startswith("dueflow: error: DUEFLOW_MAIL_FROM=")
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
     assert db.ledger_rows(db.engine_for(db_url)).empty
 
@@ -104,6 +104,26 @@ def test_5_bad_rows_in_sqlite_tables_without_a_key_never_stop_the_night(smtp_sin
     assert quarantined(url) == {"(missing id)": "id missing",
                                 "dup": "id 'dup' appears 2 times in contracts",
                                 "bytes": "contracts.vendor is not valid UTF-8"}
+
+
+def test_5_a_duplicated_id_is_seen_whatever_the_other_copy_says(run_env, smtp_sink):
+    # Found by the hostile-night property test: the copy that cannot be due tonight (a
+    # draft, a cancelled contract, a date outside the window) was never extracted, so the
+    # duplicate went unseen and the other copy was sent.
+    url = run_env
+    without_keys(url, "contracts", "invoices")
+    insert(url, "clients", [client("cl")])
+    sent_at = (AS_OF - timedelta(days=10)).isoformat() + "T10:00:00+00:00"
+    insert(url, "invoices", [invoice("twice", "cl", sent_at), invoice("twice", "cl", sent_at, status="draft"),
+                             invoice("once", "cl", sent_at)])
+    insert(url, "contracts", [contract("c-twice", RENEWAL), contract("c-twice", RENEWAL, status="cancelled"),
+                              contract("c-far", RENEWAL),
+                              contract("c-far", RENEWAL + timedelta(days=400))])
+    summary = nightly_alerts(as_of=AS_OF)
+    assert smtp_sink.keys() == ["dunning/once/REMINDED_1"] and summary.sent == 1
+    assert quarantined(url) == {"twice": "id 'twice' appears 2 times in invoices",
+                                "c-twice": "id 'c-twice' appears 2 times in contracts",
+                                "c-far": "id 'c-far' appears 2 times in contracts"}
 
 
 def test_6_no_row_falls_into_a_hole_between_decide_and_reserve(run_env, smtp_sink):
@@ -145,24 +165,23 @@ def test_7_money_is_exact_and_in_the_currency_s_own_units(run_env, smtp_sink):
 
 
 def test_10_failed_rows_are_reported_as_failed_with_the_command_that_lists_them(cli_env, db_url,
-                                                                                smtp_sink, tmp_path):
+                                                                                smtp_sink, dueflow_cli):
     due_contracts(db_url, 2)
     smtp_sink.faults["c000@example.com"] = "rcpt_550"  # refused for good: failed, permanent
-    first = start(["run", "--as-of", AS_OF.isoformat()], cli_env, tmp_path)
-    assert first.wait(120) == 0
-    again = start(["run", "--as-of", AS_OF.isoformat()], cli_env, tmp_path)
-    out, err = again.communicate(timeout=120)
+    assert dueflow_cli("run", "--as-of", AS_OF.isoformat(), env=cli_env).returncode == 0
+    again = dueflow_cli("run", "--as-of", AS_OF.isoformat(), env=cli_env)
+    out, err = again.stdout, again.stderr
     assert again.returncode == 0, err
     assert "1 due email(s) were already handled by earlier runs, 1 failed earlier" in out
     assert "Ledger: 1 failed" in out and "dueflow ledger --status failed" in out
     assert "--status pending" not in out
 
 
-def test_10_quarantined_rows_are_listed_by_the_cli(cli_env, db_url, smtp_sink, tmp_path):
+def test_10_quarantined_rows_are_listed_by_the_cli(cli_env, db_url, smtp_sink, dueflow_cli):
     insert(db_url, "contracts", [contract("bad", RENEWAL, currency="XYZ"), contract("ok", RENEWAL)])
-    assert start(["run", "--as-of", AS_OF.isoformat()], cli_env, tmp_path).wait(120) == 0
-    listed = start(["quarantine", "--json"], cli_env, tmp_path)
-    out, err = listed.communicate(timeout=60)
+    assert dueflow_cli("run", "--as-of", AS_OF.isoformat(), env=cli_env).returncode == 0
+    listed = dueflow_cli("quarantine", "--json", env=cli_env)
+    out, err = listed.stdout, listed.stderr
     assert listed.returncode == 0, err
     [row] = [json.loads(line) for line in out.splitlines()]
     assert (row["job"], row["source_id"], row["reason"]) == ("renewal", "bad", "unknown currency 'XYZ'")
@@ -170,15 +189,15 @@ def test_10_quarantined_rows_are_listed_by_the_cli(cli_env, db_url, smtp_sink, t
 
 
 @pytest.mark.parametrize(("hold", "timeout", "code"), [(2, 20, 0), (30, 2, 2)])
-def test_10_a_locked_sqlite_file_is_waited_for_out_loud(cli_env, sqlite_url, smtp_sink, tmp_path,
+def test_10_a_locked_sqlite_file_is_waited_for_out_loud(cli_env, sqlite_url, smtp_sink, dueflow_cli,
                                                         hold, timeout, code):
     db.init_db(db.engine_for(sqlite_url))
     due_contracts(sqlite_url, 2)
     env = cli_env | {"DUEFLOW_DATABASE_URL": sqlite_url, "DUEFLOW_DB_LOCK_TIMEOUT": str(timeout)}
     holder = hold_write_lock(sqlite_url.removeprefix("sqlite:///"), hold)
     try:
-        run = start(["run", "--as-of", AS_OF.isoformat()], env, tmp_path)
-        out, err = run.communicate(timeout=120)
+        run = dueflow_cli("run", "--as-of", AS_OF.isoformat(), env=env)
+        out, err = run.stdout, run.stderr
     finally:
         holder.kill()
     assert run.returncode == code, err
@@ -190,26 +209,24 @@ def test_10_a_locked_sqlite_file_is_waited_for_out_loud(cli_env, sqlite_url, smt
         assert "2 sent" in out
 
 
-def test_10_many_pending_rows_are_settled_at_once(cli_env, db_url, smtp_sink, tmp_path):
+def test_10_many_pending_rows_are_settled_at_once(cli_env, db_url, smtp_sink, dueflow_cli, tmp_path):
     keys = sorted(due_contracts(db_url, 4))
     smtp_sink.faults = {f"c00{n}@example.com": "drop_before_data_reply" for n in range(3)}
-    run = start(["run", "--as-of", AS_OF.isoformat()], cli_env, tmp_path)
-    assert run.wait(120) == 0
+    assert dueflow_cli("run", "--as-of", AS_OF.isoformat(), env=cli_env).returncode == 0
     in_doubt = [k for k in keys if any(f"c00{n}" in k for n in range(3))]
     listed = tmp_path / "keys.txt"
     listed.write_text(f"# checked in the relay's log\n{in_doubt[1]}\n{in_doubt[2]}\n")
-    done = start(["resolve", in_doubt[0], "--from-file", str(listed), "--as", "sent"], cli_env, tmp_path)
-    out, err = done.communicate(timeout=60)
+    done = dueflow_cli("resolve", in_doubt[0], "--from-file", str(listed), "--as", "sent", env=cli_env)
+    out, err = done.stdout, done.stderr
     assert done.returncode == 0, err
     assert out.count("pending → sent") == 3
     statuses = db.ledger_rows(db.engine_for(db_url)).set_index("key")["status"]
     assert set(statuses) == {"sent"}
-    again = start(["resolve", *in_doubt[:2], "--as", "failed"], cli_env, tmp_path)
-    _, err = again.communicate(timeout=60)
-    assert again.returncode == 2 and err.count("not pending (sent)") == 2
+    again = dueflow_cli("resolve", *in_doubt[:2], "--as", "failed", env=cli_env)
+    assert again.returncode == 2 and again.stderr.count("not pending (sent)") == 2
 
 
-def test_10_rows_a_run_never_handed_to_smtp_can_be_settled_by_run(cli_env, db_url, smtp_sink, tmp_path):
+def test_10_rows_a_run_never_handed_to_smtp_can_be_settled_by_run(cli_env, db_url, smtp_sink, dueflow_cli):
     import pandas as pd
 
     engine = db.engine_for(db_url)
@@ -218,13 +235,13 @@ def test_10_rows_a_run_never_handed_to_smtp_can_be_settled_by_run(cli_env, db_ur
     db.reserve(engine, "renewal", pd.DataFrame({
         "key": [key(c) for c in ids], "subject_id": ids, "cycle": RENEWAL.isoformat(), "step": "30d",
         "step_rank": 30, "recipient": "x@example.com", "previous_by": None}), AS_OF, "run-42")
-    refused = start(["resolve", "--never-handed-by", "run-42", "--as", "sent"], cli_env, tmp_path)
-    _, err = refused.communicate(timeout=60)
-    assert refused.returncode == 2 and err.count("never handed to SMTP, so it cannot have been sent") == 2
-    done = start(["resolve", "--never-handed-by", "run-42", "--as", "failed"], cli_env, tmp_path)
-    out, err = done.communicate(timeout=60)
+    refused = dueflow_cli("resolve", "--never-handed-by", "run-42", "--as", "sent", env=cli_env)
+    assert refused.returncode == 2
+    assert refused.stderr.count("never handed to SMTP, so it cannot have been sent") == 2
+    done = dueflow_cli("resolve", "--never-handed-by", "run-42", "--as", "failed", env=cli_env)
+    out, err = done.stdout, done.stderr
     assert done.returncode == 0, err
     assert sorted(line.split(":")[0] for line in out.splitlines()) == sorted(key(c) for c in ids)
     assert set(db.ledger_rows(engine)["status"]) == {"failed"}
-    assert start(["run", "--as-of", AS_OF.isoformat()], cli_env, tmp_path).wait(120) == 0
+    assert dueflow_cli("run", "--as-of", AS_OF.isoformat(), env=cli_env).returncode == 0
     assert sorted(smtp_sink.keys()) == sorted(key(c) for c in ids)  # settled failed: sent again

@@ -57,7 +57,9 @@ def test_ninety_day_calendar_delivers_each_alert_exactly_once(run_env, smtp_sink
     run_dates = []
     for n in range(90):
         day = START + timedelta(days=n)
-        if n % 7 == 3 or n in (40, 41, 42, 43, 44, 45):  # skipped nights, one long outage
+        # Every third night, none during a long outage: each run sees several nights' worth
+        # of change at once, which is when "the most urgent lead crossed" matters.
+        if n % 3 or n in range(40, 49):
             continue
         run_dates += [day, day] if n % 11 == 0 else [day]  # repeated runs
 

@@ -43,28 +43,23 @@ def test_sigint_stops_handing_emails_to_smtp_within_a_second(cli_env, db_url, sm
                                            set(smtp_sink.keys()))
 
 
-def test_operator_resolves_pending_rows(cli_env, db_url, smtp_sink, tmp_path):
+def test_operator_resolves_pending_rows(cli_env, db_url, smtp_sink, dueflow_cli):
     expected = due_contracts(db_url, 2)
     smtp_sink.faults = {"c000@example.com": "drop_before_data_reply",
                         "c001@example.com": "drop_before_data_reply"}
-    run = start(["run", "--as-of", AS_OF.isoformat()], cli_env, tmp_path)
-    assert run.wait(120) == 0
+    assert dueflow_cli("run", "--as-of", AS_OF.isoformat(), env=cli_env).returncode == 0
     delivered_key, lost_key = sorted(expected)
     assert set(db.ledger_rows(db.engine_for(db_url))["status"]) == {"pending"}
     smtp_sink.faults = {}
     for key, outcome in ((delivered_key, "sent"), (lost_key, "failed")):
-        done = start(["resolve", key, "--as", outcome, "--note", "checked the relay log"],
-                     cli_env, tmp_path)
-        out, err = done.communicate(timeout=60)
-        assert done.returncode == 0, err
-        assert f"pending → {outcome}" in out
-    again = start(["resolve", delivered_key, "--as", "failed"], cli_env, tmp_path)
-    _, err = again.communicate(timeout=60)
-    assert again.returncode == 2 and "not pending (sent): left as it is" in err
-    retry = start(["run", "--as-of", AS_OF.isoformat()], cli_env | {"DUEFLOW_RUN_LOCK": "on"},
-                  tmp_path)
-    out, err = retry.communicate(timeout=120)
-    assert retry.returncode == 0, err
+        done = dueflow_cli("resolve", key, "--as", outcome, "--note", "checked the relay log", env=cli_env)
+        assert done.returncode == 0, done.stderr
+        assert f"pending → {outcome}" in done.stdout
+    again = dueflow_cli("resolve", delivered_key, "--as", "failed", env=cli_env)
+    assert again.returncode == 2 and "not pending (sent): left as it is" in again.stderr
+    retry = dueflow_cli("run", "--as-of", AS_OF.isoformat(), env=cli_env | {"DUEFLOW_RUN_LOCK": "on"})
+    out = retry.stdout
+    assert retry.returncode == 0, retry.stderr
     ledger = db.ledger_rows(db.engine_for(db_url)).set_index("key")
     # The one settled as failed is retried by the next run, with its stored message;
     # the one settled as sent is never sent again.

@@ -29,7 +29,6 @@ from typing import IO, Any, TypeVar
 from uuid import UUID
 
 import dask
-import httpx
 import pytest
 from aiosmtpd.controller import Controller
 from distributed import Client, LocalCluster, get_task_stream
@@ -45,11 +44,13 @@ from dueflow.flows.nightly_alerts import nightly_alerts
 from dueflow.tasks.adapters import db
 from dueflow.tasks.core.report import RunSummary
 from tests.factories import contract, insert, wait_for
-from tests.smtp_server import SmtpSink, _Handler, free_port
+from tests.smtp_server import SmtpSink, _Handler
 
 ROOT = Path(__file__).resolve().parents[2]
 PREFECT = str(Path(sys.executable).parent / "prefect")
 AS_OF = date(2027, 1, 1)
+# The session's real Prefect server lives in one worker: its tests run there.
+pytestmark = pytest.mark.xdist_group("prefect-server")
 POOL = "dueflow-scale"
 WORKERS = ("worker-a", "worker-b")
 RUNS = 4  # flow runs triggered at once: two per worker (each worker has --limit 2)
@@ -85,24 +86,9 @@ def _tail(path: Path, lines: int = 40) -> str:
 
 
 @pytest.fixture
-def prefect_api(tmp_path: Path) -> Iterator[tuple[str, dict[str, str]]]:
-    """A real `prefect server start`; yields its API URL and an environment for clients."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "DUEFLOW_"))}
-    env |= {"PREFECT_HOME": str(tmp_path / "prefect-home"), "PREFECT_UI_ENABLED": "false",
-            "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "PREFECT_LOGGING_LEVEL": "WARNING",
-            # As in conftest: the recorder's writes make the SQLite-backed API answer 503
-            # (and clients sleep) while four runs create task runs; nothing here reads them.
-            "PREFECT_SERVER_SERVICES_TASK_RUN_RECORDER_ENABLED": "false"}
-    port = free_port()
-    server = subprocess.Popen([PREFECT, "server", "start", "--host", "127.0.0.1", "--port", str(port)],
-                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    api = f"http://127.0.0.1:{port}/api"
-    try:
-        wait_for(lambda: httpx.get(f"{api}/health", timeout=2).status_code == 200, "prefect server")
-        yield api, env | {"PREFECT_API_URL": api}
-    finally:
-        server.terminate()
-        server.wait(30)
+def prefect_api(prefect_server_process) -> tuple[str, dict[str, str]]:
+    """The session's real `prefect server start`."""
+    return prefect_server_process
 
 
 @pytest.fixture
