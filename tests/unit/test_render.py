@@ -12,6 +12,7 @@ from dueflow.tasks.core.addresses import parse_mailbox
 from dueflow.tasks.core.message import message_bytes, message_id_for
 from dueflow.tasks.core.money import format_money
 from dueflow.tasks.core.render import compose_renewal_alerts
+from tests.unit.test_hostile_rows import on_the_wire
 
 SENDER = parse_mailbox("alerts@example.com", "DUEFLOW_MAIL_FROM")
 
@@ -46,8 +47,8 @@ def test_html_is_escaped_and_headers_cannot_be_injected():
     message = message_from_bytes(message_bytes(email, SENDER), policy=policy.default)
     assert message["Bcc"] is None
     assert message["Subject"] == email.subject  # one line, the injected header is just text
-    assert message.get_body(("html",)).get_content() == email.body_html
-    assert message.get_body(("plain",)).get_content() == email.body_text
+    assert message.get_body(("html",)).get_content() == on_the_wire(email.body_html)
+    assert message.get_body(("plain",)).get_content() == on_the_wire(email.body_text)
     assert message["X-Dueflow-Key"] == "renewal/c-42/2027-03-01/30d"
     assert message["Message-ID"] == email.message_id
 
