@@ -31,7 +31,7 @@ from sqlalchemy import Engine, text
 
 from dueflow.sql import statement
 from dueflow.tasks.adapters import db
-from dueflow.tasks.core.render import render
+from dueflow.tasks.core.render import dunning_context, render, renewal_context
 
 LEADS = (15, 30, 60)  # the flow's default leads, most urgent first
 DELAYS = (7, 5, 7)  # SENT→REMINDED_1→REMINDED_2→OVERDUE, the flow's defaults
@@ -159,20 +159,23 @@ def due_lead_of(days_left: np.ndarray) -> np.ndarray:
 
 def message_bodies() -> dict[str, tuple[str, str, str]]:
     """One rendered message per kind, stored on every history row of that kind."""
-    renewal = {"key": "renewal/c-0000001/2027-08-14/60d", "vendor": "Vendor 1", "title": "Contract 1",
-               "amount": "1,250.50 EUR", "renewal_date": "14 August 2027", "days_left": 60, "lead": 60}
-    dunning = {"key": "dunning/inv-0000001/REMINDED_1", "step": "REMINDED_1",
-               "invoice_id": "inv-0000001", "number": "F-0000001", "amount": "980.40 EUR",
-               "issue_date": "1 May 2027", "due_date": "31 May 2027", "client_id": "cl-00001",
-               "client_name": "Client 1", "client_email": "ap@client1.example",
-               "history": [{"step": "REMINDED_1", "as_of": "2027-05-08", "status": "sent"},
-                           {"step": "REMINDED_2", "as_of": "2027-05-13", "status": "sent"}],
-               "previous_date": "8 May 2027", "paragraph": ""}
+    renewal = renewal_context(vendor="Vendor 1", title="Contract 1", amount="1250.50", currency="EUR",
+                              renewal_date=date(2027, 8, 14), days_left=60, lead=60, locale="en")
+
+    def dunning(step: str) -> dict:
+        return dunning_context(
+            step=step, invoice_id="inv-0000001", number="F-0000001", amount="980.40", currency="EUR",
+            issue_date=date(2027, 5, 1), due_date=date(2027, 5, 31), client_id="cl-00001",
+            client_name="Client 1", client_email="ap@client1.example",
+            history=[{"step": "REMINDED_1", "as_of": "2027-05-08", "status": "sent"},
+                     {"step": "REMINDED_2", "as_of": "2027-05-13", "status": "sent"}],
+            paragraph="", as_of=date(2027, 6, 5), locale="en")
+
     return {
         "renewal": render("renewal", "en", renewal),
-        "REMINDED_1": render("dunning", "en", dunning),
-        "REMINDED_2": render("dunning", "en", dunning | {"step": "REMINDED_2"}),
-        "OVERDUE": render("escalation", "en", dunning | {"step": "OVERDUE"}),
+        "REMINDED_1": render("dunning", "en", dunning("REMINDED_1")),
+        "REMINDED_2": render("dunning", "en", dunning("REMINDED_2")),
+        "OVERDUE": render("escalation", "en", dunning("OVERDUE")),
     }
 
 

@@ -20,8 +20,7 @@ from sqlalchemy import make_url
 
 from dueflow.tasks.core.addresses import Mailbox
 from dueflow.tasks.core.message import OutgoingEmail, message_bytes, message_id_for
-from dueflow.tasks.core.money import format_money
-from dueflow.tasks.core.render import format_date, render
+from dueflow.tasks.core.render import dunning_context, render, renewal_context
 
 STEPS = ("REMINDED_1", "REMINDED_2", "OVERDUE")
 
@@ -177,9 +176,9 @@ class _Night:
             key = f"renewal/{cid}/{cycle}/{lead}d"
             if not self.claim(key, "renewal", cid, cycle, f"{lead}d", lead, email):
                 continue
-            context = {"key": key, "vendor": vendor, "title": title or "",
-                       "amount": format_money(str(amount), currency, "en"),
-                       "renewal_date": format_date(renewal, "en"), "days_left": days_left, "lead": lead}
+            context = renewal_context(vendor=vendor, title=title or "", amount=str(amount),
+                                      currency=currency, renewal_date=renewal, days_left=days_left,
+                                      lead=lead, locale="en")
             self.send(key, email, render("renewal", "en", context))
 
     def dunning(self, delays: Sequence[int], fraction: float) -> None:
@@ -212,15 +211,12 @@ class _Night:
             recipient = self.escalation_to if step == "OVERDUE" else email
             if not self.claim(key, "dunning", iid, "", step, rank + 1, recipient):
                 continue
-            context = {
-                "key": key, "step": step, "invoice_id": iid, "number": number,
-                "amount": format_money(str(amount), currency, "en"),
-                "issue_date": format_date(sent_at.date(), "en"), "due_date": format_date(due_date, "en"),
-                "client_id": client_id, "client_name": name, "client_email": email,
-                "history": [{"step": s, "as_of": str(d), "status": "sent"} for _, d, s in history],
-                "previous_date": format_date(history[-1][1] if history else None, "en"),
-                "paragraph": "",
-            }
+            context = dunning_context(
+                step=step, invoice_id=iid, number=number, amount=str(amount), currency=currency,
+                issue_date=sent_at.date(), due_date=due_date, client_id=client_id, client_name=name,
+                client_email=email,
+                history=[{"step": s, "as_of": str(d), "status": "sent"} for _, d, s in history],
+                paragraph="", as_of=self.as_of, locale="en")
             kind = "escalation" if step == "OVERDUE" else "dunning"
             self.send(key, recipient, render(kind, "en", context))
 

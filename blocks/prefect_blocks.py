@@ -7,7 +7,7 @@ Register them once per Prefect server:
 
 Name a block in the environment and it overrides the matching variables:
 DUEFLOW_DATABASE_BLOCK (DueflowDatabase), DUEFLOW_MAIL_BLOCK (prefect-email's
-EmailServerCredentials), DUEFLOW_LLM_BLOCK (DueflowLLM).
+EmailServerCredentials), DUEFLOW_LLM_BLOCK (DueflowLLM), DUEFLOW_EMAIL_BLOCK (DueflowEmail).
 """
 
 from __future__ import annotations
@@ -30,3 +30,21 @@ class DueflowLLM(Block):
     api_key: SecretStr
     base_url: str | None = Field(default=None, description="OpenAI-compatible endpoint")
     model: str = "gpt-4o-mini"
+
+
+class DueflowEmail(Block):
+    """How the emails look and what they say about the company (DUEFLOW_EMAIL_BLOCK).
+    A field left empty keeps the matching variable (README, "Emails")."""
+
+    _block_type_name = "Dueflow Email"
+    mail_from_name: str | None = Field(default=None, description="The From name, e.g. Acme Finance")
+    reply_to: str | None = Field(default=None, description="Where replies go: ar@acme.example or Name <…>")
+    company_name: str | None = Field(default=None, description="Shown at the top of every email")
+    signature: str | None = Field(default=None, description="Closing lines of every email")
+    payment_instructions: str | None = Field(default=None, description="How to pay: bank account, reference…")
+    payment_link: str | None = Field(
+        default=None,
+        description="https://pay.example/{number}: {number}, {invoice_id}, {amount}, {currency}")
+    contract_contact: str | None = Field(default=None, description="Who to ask about a contract")
+    templates_dir: str | None = Field(default=None,
+                                      description="Directory of templates that override dueflow's")

@@ -7,12 +7,15 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import date, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlsplit, urlunsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from dueflow.tasks.core import defaults
 from dueflow.tasks.core.addresses import Mailbox, parse_mailbox
+
+if TYPE_CHECKING:
+    from dueflow.tasks.core.render import EmailLook
 
 
 class ConfigError(ValueError):
@@ -80,6 +83,17 @@ class Settings:
     database_block: str | None = None
     mail_block: str | None = None
     llm_block: str | None = None
+    # The emails' look and words (README, "Emails"); DUEFLOW_EMAIL_BLOCK names a
+    # DueflowEmail block that overrides them.
+    mail_from_name: str | None = None  # DUEFLOW_MAIL_FROM_NAME: the From name, over MAIL_FROM's
+    reply_to: str | None = None  # DUEFLOW_REPLY_TO: where replies go
+    company_name: str = ""  # DUEFLOW_COMPANY_NAME
+    signature: str = ""  # DUEFLOW_SIGNATURE (\n starts a new line)
+    payment_instructions: str = ""  # DUEFLOW_PAYMENT_INSTRUCTIONS (\n starts a new line)
+    payment_link: str = ""  # DUEFLOW_PAYMENT_LINK: https://…/{number}
+    contract_contact: str = ""  # DUEFLOW_CONTRACT_CONTACT: who to ask about a contract
+    templates_dir: str | None = None  # DUEFLOW_TEMPLATES_DIR: templates that override ours
+    email_block: str | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -101,10 +115,12 @@ class Settings:
             database_block=(env.get("DUEFLOW_DATABASE_BLOCK") or "").strip() or None,
             mail_block=(env.get("DUEFLOW_MAIL_BLOCK") or "").strip() or None,
             llm_block=(env.get("DUEFLOW_LLM_BLOCK") or "").strip() or None,
+            **_email_from_env(env),
         )
         settings.zone()  # fail early on a bad time zone and bad addresses
         settings.sender()
         settings.escalation_address()
+        settings.email_look()
         return settings
 
     def with_blocks(self) -> Settings:
@@ -127,6 +143,14 @@ class Settings:
             block = load_block(DueflowLLM, self.llm_block)
             settings = replace(settings, llm=LLMConfig(api_key=block.api_key.get_secret_value(),
                                                        model=block.model, base_url=block.base_url))
+        if self.email_block:
+            from dueflow.blocks.prefect_blocks import DueflowEmail
+
+            block = load_block(DueflowEmail, self.email_block)
+            settings = replace(settings, **{name: value for name in EMAIL_FIELDS
+                                            if (value := getattr(block, name, None)) not in (None, "")})
+            settings.sender()
+            settings.email_look()
         return settings
 
     def zone(self) -> ZoneInfo:
@@ -136,10 +160,48 @@ class Settings:
             raise ConfigError(f"DUEFLOW_TIMEZONE={self.timezone!r} is not a known time zone") from None
 
     def sender(self) -> Mailbox:
-        """DUEFLOW_MAIL_FROM parsed: the envelope address and the From header's name."""
+        """DUEFLOW_MAIL_FROM parsed: the envelope address and the From header's name
+        (DUEFLOW_MAIL_FROM_NAME wins), with DUEFLOW_REPLY_TO and the time zone of the
+        Date header."""
+        from dueflow.tasks.core.message import Sender
+
         try:
-            return parse_mailbox(self.mail_from, "DUEFLOW_MAIL_FROM", dotted=False)
+            mailbox = parse_mailbox(self.mail_from, "DUEFLOW_MAIL_FROM", dotted=False)
+            reply_to = parse_mailbox(self.reply_to, "DUEFLOW_REPLY_TO") if self.reply_to else None
         except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+        name = mailbox.display_name
+        if self.mail_from_name:
+            name = self.mail_from_name.strip()
+            try:
+                parse_mailbox(f"{name} <{mailbox.address}>", "DUEFLOW_MAIL_FROM_NAME", dotted=False)
+            except ValueError:
+                raise ConfigError(f"DUEFLOW_MAIL_FROM_NAME={self.mail_from_name!r} is not a usable"
+                                  " name: one line, no angle brackets, at most 200 characters") from None
+        return Sender(mailbox.address, name, reply_to=reply_to, timezone=self.timezone)
+
+    def email_look(self) -> EmailLook:
+        """What the emails say about the company (name, signature, how to pay, who to ask)
+        and where override templates live, checked."""
+        from dueflow.tasks.core.render import EmailLook, payment_link_problem
+
+        if self.payment_link and (problem := payment_link_problem(self.payment_link)):
+            raise ConfigError(f"DUEFLOW_PAYMENT_LINK={self.payment_link!r} {problem}")
+        return EmailLook(company=self.company_name.strip(), signature=self.signature,
+                         payment_instructions=self.payment_instructions,
+                         payment_link=self.payment_link.strip(),
+                         contract_contact=self.contract_contact.strip(),
+                         templates_dir=self.templates_dir)
+
+    def check_templates(self) -> None:
+        """Every template a run can use renders with the documented variables (the
+        packaged ones and DUEFLOW_TEMPLATES_DIR's): one ConfigError line otherwise. Run at
+        start-up, before any write."""
+        from dueflow.tasks.core.render import TemplateProblem, check_templates
+
+        try:
+            check_templates(self.email_look())
+        except TemplateProblem as exc:
             raise ConfigError(str(exc)) from None
 
     def escalation_address(self) -> str | None:
@@ -154,6 +216,32 @@ class Settings:
     def today(self) -> date:
         """Today in the business time zone: the default `as_of` of a run."""
         return datetime.now(self.zone()).date()
+
+
+EMAIL_FIELDS = ("mail_from_name", "reply_to", "company_name", "signature", "payment_instructions",
+                "payment_link", "contract_contact", "templates_dir")
+
+
+def _multiline(value: str | None) -> str:
+    """A setting that may span lines: real line breaks, or `\\n` written in one line."""
+    return (value or "").replace("\\n", "\n").strip()
+
+
+def _email_from_env(env: Mapping[str, str]) -> dict[str, Any]:
+    def one(name: str) -> str | None:
+        return (env.get(name) or "").strip() or None
+
+    return {
+        "mail_from_name": one("DUEFLOW_MAIL_FROM_NAME"),
+        "reply_to": one("DUEFLOW_REPLY_TO"),
+        "company_name": one("DUEFLOW_COMPANY_NAME") or "",
+        "signature": _multiline(env.get("DUEFLOW_SIGNATURE")),
+        "payment_instructions": _multiline(env.get("DUEFLOW_PAYMENT_INSTRUCTIONS")),
+        "payment_link": one("DUEFLOW_PAYMENT_LINK") or "",
+        "contract_contact": one("DUEFLOW_CONTRACT_CONTACT") or "",
+        "templates_dir": one("DUEFLOW_TEMPLATES_DIR"),
+        "email_block": one("DUEFLOW_EMAIL_BLOCK"),
+    }
 
 
 def load_block(block_class: Any, name: str) -> Any:

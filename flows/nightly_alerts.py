@@ -56,6 +56,7 @@ def nightly_alerts(
     later run, rules intact); `adopt` records everything due as handled without sending,
     to take over existing data without mailing it all at once."""
     settings = Settings.from_env().with_blocks()
+    settings.check_templates()  # a broken DUEFLOW_TEMPLATES_DIR template: one line, nothing written
     if send_cap is not None and send_cap < 0:
         raise ConfigError(f"send_cap must be a non-negative number of emails, got {send_cap}")
     if dunning_start not in ("sent", "due"):

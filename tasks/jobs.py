@@ -98,14 +98,16 @@ def _compose_dunning(winners: pd.DataFrame, extracted: Extracted, ctx: RunContex
     # Drafting happens here, after reservation: the model is only ever asked about keys
     # this run won, once, and the text is stored before sending (G7).
     drafts = draft_reminders(winners, ctx.database, ctx.settings.timezone, ctx.llm)
-    return compose_dunning(winners, extracted["history"], ctx.sender, drafts)
+    return compose_dunning(winners, extracted["history"], ctx.sender, drafts, ctx.as_of,
+                           ctx.settings.email_look())
 
 
 RENEWALS = JobSpec(
     Job.RENEWAL, "contracts",
     extract=lambda ctx: extract_renewals(ctx.database, ctx.as_of, ctx.params.leads),
     decide=lambda extracted, ctx: decide_renewals(extracted, ctx.as_of, ctx.params.leads),
-    compose=lambda winners, _, ctx: compose_renewals(winners, ctx.params.renewal_locale, ctx.sender),
+    compose=lambda winners, _, ctx: compose_renewals(winners, ctx.params.renewal_locale, ctx.sender,
+                                                     ctx.settings.email_look()),
 )
 DUNNING = JobSpec(
     Job.DUNNING, "invoices",
@@ -212,7 +214,8 @@ def send_unsent(ctx: RunContext) -> pd.DataFrame:
         composed = Composed()
         if not unstored.empty:
             composed = render_unsent(ctx.database, unstored, ctx.as_of, ctx.params.renewal_locale,
-                                     ctx.sender, ctx.settings.timezone, ctx.escalation_to)
+                                     ctx.sender, ctx.settings.timezone, ctx.escalation_to,
+                                     ctx.settings.email_look())
             store_messages(ctx.database, composed)
         failed = dict(composed.failures)
         ready = unsent[~unsent["key"].isin(failed)]

@@ -30,7 +30,13 @@ from dueflow.tasks.core.decide import (
     renewal_window,
 )
 from dueflow.tasks.core.llm_guard import DRAFTED_STEPS, payment_history_frame, reminders, template_draft
-from dueflow.tasks.core.render import Composed, Draft, compose_dunning_emails, compose_renewal_alerts
+from dueflow.tasks.core.render import (
+    Composed,
+    Draft,
+    EmailLook,
+    compose_dunning_emails,
+    compose_renewal_alerts,
+)
 from dueflow.tasks.core.report import RunSummary, attention_first, markdown
 
 ARTIFACT_ROWS = 1000
@@ -116,7 +122,7 @@ def find_unsent(
 @task(name="render-unsent", cache_policy=NO_CACHE)
 def render_unsent(
     database: Database, unstored: pd.DataFrame, as_of: date, renewal_locale: str, sender: Mailbox,
-    timezone: str, escalation_to: str | None,
+    timezone: str, escalation_to: str | None, look: EmailLook | None = None,
 ) -> Composed:
     """Messages for reserved rows that never got one stored (their run died first, or an
     operator settled them as failed): rendered from the source rows as they are now, with
@@ -127,7 +133,7 @@ def render_unsent(
     if not renewals.empty:
         contracts = db.rows_by_id(engine, "contracts_by_id", renewals["subject_id"].unique().tolist())
         decision = renewal_alerts_for(contracts, renewals, as_of)
-        composed += compose_renewal_alerts(decision.due, renewal_locale, sender)
+        composed += compose_renewal_alerts(decision.due, renewal_locale, sender, look)
         composed += _not_rendered(decision)
     dunning = unstored[unstored["job"] == "dunning"]
     if not dunning.empty:
@@ -138,7 +144,7 @@ def render_unsent(
         decision = dunning_steps_for(invoices, clients, dunning, as_of, timezone, escalation_to)
         drafts = {r.key: template_draft(r, "rendered again (never stored): template paragraph")
                   for r in reminders(decision.due)}
-        composed += compose_dunning_emails(decision.due, history, sender, drafts)
+        composed += compose_dunning_emails(decision.due, history, sender, drafts, as_of, look)
         composed += _not_rendered(decision)
     return composed
 
@@ -149,8 +155,9 @@ def _not_rendered(decision: Decision) -> Composed:
 
 
 @task(name="compose-renewal-alerts", cache_policy=NO_CACHE)
-def compose_renewals(winners: pd.DataFrame, locale: str, sender: Mailbox) -> Composed:
-    return compose_renewal_alerts(winners, locale, sender)
+def compose_renewals(winners: pd.DataFrame, locale: str, sender: Mailbox,
+                     look: EmailLook | None = None) -> Composed:
+    return compose_renewal_alerts(winners, locale, sender, look)
 
 
 @task(name="draft-reminder-paragraphs", cache_policy=NO_CACHE)
@@ -173,9 +180,10 @@ def draft_reminders(
 
 @task(name="compose-dunning-emails", cache_policy=NO_CACHE)
 def compose_dunning(
-    winners: pd.DataFrame, history: pd.DataFrame, sender: Mailbox, drafts: Sequence[Draft]
+    winners: pd.DataFrame, history: pd.DataFrame, sender: Mailbox, drafts: Sequence[Draft],
+    as_of: date | None = None, look: EmailLook | None = None,
 ) -> Composed:
-    return compose_dunning_emails(winners, history, sender, {d.key: d for d in drafts})
+    return compose_dunning_emails(winners, history, sender, {d.key: d for d in drafts}, as_of, look)
 
 
 @task(name="publish-report", cache_policy=NO_CACHE)

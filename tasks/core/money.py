@@ -31,7 +31,9 @@ MAX_DIGITS = 30  # digits written out (integer part and decimals): more than any
 
 
 def known_currency(values: pd.Series) -> pd.Series:
-    return values.astype("string").isin(KNOWN_CURRENCIES).fillna(False).astype(bool)
+    # isin on the values as they are: a "string" dtype backed by pyarrow refuses text that
+    # is not valid UTF-8 (lone surrogates) instead of calling it an unknown currency.
+    return values.isin(KNOWN_CURRENCIES).fillna(False).astype(bool)
 
 
 @cache

@@ -1,16 +1,38 @@
 """Compose: render each reserved key into the exact email that will be sent (pure: the
-templates are package data, the facts come from the decided rows)."""
+templates are package data or files of a directory the operator names, the facts come
+from the decided rows).
+
+Each email is three templates — `.subject`, `.txt`, `.html` — looked up per kind, step
+and locale: `dunning.REMINDED_2.es.html` if there is one, else `dunning.es.html`. A
+templates directory (`EmailLook.templates_dir`, DUEFLOW_TEMPLATES_DIR) is searched before
+the packaged templates, file by file; `check_templates` renders every template a run can
+use with the documented variables before anything is written, so a broken override is
+one clear error at start-up, never a failed email at night.
+"""
 
 from __future__ import annotations
 
+import os
+import traceback
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import date
+from datetime import date, timedelta
 from functools import cache
 from typing import Any, Literal
+from urllib.parse import quote, urlsplit
 
 import pandas as pd
-from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
+from jinja2 import (
+    ChoiceLoader,
+    Environment,
+    FileSystemLoader,
+    PackageLoader,
+    StrictUndefined,
+    Template,
+    TemplateError,
+    TemplateSyntaxError,
+    select_autoescape,
+)
 
 from dueflow.tasks.core.addresses import Mailbox
 from dueflow.tasks.core.keys import DunningStep
@@ -19,49 +41,207 @@ from dueflow.tasks.core.message import OutgoingEmail, message_id_for
 from dueflow.tasks.core.money import format_money
 from dueflow.tasks.core.statuses import LedgerStatus
 from dueflow.tasks.core.text import clean_line
+from dueflow.tasks.core.wording import count_days, long_date, relative_day
 
 SUBJECT_LIMIT = 250  # characters: a subject is read in a list, and data can be very long
+PARTS = ("subject", "txt", "html")
+KINDS = ("renewal", "dunning", "escalation")
+# The steps a template file may be named after: renewal leads are any `{days}d`.
+KIND_STEPS = {"dunning": (DunningStep.REMINDED_1.value, DunningStep.REMINDED_2.value),
+              "escalation": (DunningStep.OVERDUE.value,)}
+PAYMENT_LINK_FIELDS = ("number", "invoice_id", "amount", "currency")
 
-_MONTHS = {
-    "en": ("January", "February", "March", "April", "May", "June", "July", "August",
-           "September", "October", "November", "December"),
-    "es": ("enero", "febrero", "marzo", "abril", "mayo", "junio", "julio", "agosto",
-           "septiembre", "octubre", "noviembre", "diciembre"),
-}
+
+@dataclass(frozen=True)
+class EmailLook:
+    """What a company changes about its emails without forking dueflow (settings
+    DUEFLOW_COMPANY_NAME, DUEFLOW_SIGNATURE, DUEFLOW_PAYMENT_INSTRUCTIONS,
+    DUEFLOW_PAYMENT_LINK, DUEFLOW_CONTRACT_CONTACT, DUEFLOW_TEMPLATES_DIR). Empty means
+    not shown."""
+
+    company: str = ""
+    signature: str = ""  # may span lines
+    payment_instructions: str = ""  # may span lines: bank account, reference to quote…
+    # https://pay.example/{number}?amount={amount}&cur={currency}: fields are URL-quoted
+    payment_link: str = ""
+    contract_contact: str = ""  # who to ask about a contract: a name, an address, both
+    templates_dir: str | None = None
+
+    def payment_url(self, number: str, invoice_id: str, amount: str, currency: str) -> str:
+        if not self.payment_link:
+            return ""
+        values = {"number": number, "invoice_id": invoice_id, "amount": amount, "currency": currency}
+        return self.payment_link.format_map({k: quote(str(v), safe="") for k, v in values.items()})
+
+
+DEFAULT_LOOK = EmailLook()
+
+
+def payment_link_problem(template: str) -> str | None:
+    """Why a payment link template cannot be used (None when it can): it must be an http(s)
+    URL whose only `{fields}` are number, invoice_id, amount and currency."""
+    try:
+        probe = template.format_map({k: "x" for k in PAYMENT_LINK_FIELDS})
+    except (KeyError, IndexError, ValueError) as exc:
+        return (f"has an unknown or malformed field ({exc}); use {{number}}, {{invoice_id}},"
+                " {amount} or {currency}")
+    parts = urlsplit(probe)
+    if parts.scheme not in ("https", "http") or not parts.netloc or any(c.isspace() for c in probe):
+        return "is not an http(s) URL"
+    return None
+
+
+# --------------------------------------------------------------------------- templates
 
 
 @cache
-def _templates() -> Environment:
+def _environment(templates_dir: str | None) -> Environment:
+    package = PackageLoader("dueflow.tasks", "templates")
+    loader = ChoiceLoader([FileSystemLoader(templates_dir), package]) if templates_dir else package
     return Environment(
-        loader=PackageLoader("dueflow.tasks", "templates"),
+        loader=loader,
         autoescape=select_autoescape(enabled_extensions=("html",), default=False),
         undefined=StrictUndefined,
         keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
         auto_reload=False,  # templates do not change while a run renders thousands of emails
     )
 
 
-def format_date(day: date | None, locale: str) -> str:
-    if day is None or pd.isna(day):
-        return "—"
-    month = _MONTHS[locale][day.month - 1]
-    return f"{day.day} de {month} de {day.year}" if locale == "es" else f"{day.day} {month} {day.year}"
+def template_names(kind: str, step: str | None, locale: str, part: str) -> list[str]:
+    """Where the template of one part is looked for, most specific first."""
+    names = [f"{kind}.{locale}.{part}"]
+    return [f"{kind}.{step}.{locale}.{part}", *names] if step else names
 
 
-def render(kind: str, locale: str, context: dict[str, Any]) -> tuple[str, str, str]:
-    """Subject, text body and HTML body of one email (HTML autoescaped)."""
+@cache
+def _templates_for(templates_dir: str | None, kind: str, step: str | None,
+                   locale: str) -> tuple[Template, ...]:
+    """The subject, text and HTML templates of one kind, step and locale, resolved once
+    (a miss costs a file lookup: never per email)."""
+    env = _environment(templates_dir)
+    return tuple(env.select_template(template_names(kind, step, locale, part)) for part in PARTS)
+
+
+def render(kind: str, locale: str, context: Mapping[str, Any], step: str | None = None,
+           look: EmailLook = DEFAULT_LOOK) -> tuple[str, str, str]:
+    """Subject, text body and HTML body of one email (HTML autoescaped). `context` holds
+    the documented variables (`renewal_context`, `dunning_context`)."""
     if locale not in SUPPORTED_LOCALES:
         raise ValueError(f"unsupported locale {locale!r}; use one of {', '.join(SUPPORTED_LOCALES)}")
-    env = _templates()
-    subject = env.get_template(f"{kind}.{locale}.subject").render(context)
-    text = env.get_template(f"{kind}.{locale}.txt").render(context)
-    html = env.get_template(f"{kind}.{locale}.html").render(context)
+    subject, text, html = (t.render(context) for t in _templates_for(look.templates_dir, kind, step, locale))
     return clean_line(subject, SUBJECT_LIMIT), text, html
 
 
 def render_paragraph(step: str, locale: str) -> str:
     """The template paragraph of a reminder step (templates/paragraph.STEP.LOCALE.txt)."""
-    return _templates().get_template(f"paragraph.{step}.{locale}.txt").render().strip()
+    return _environment(None).get_template(f"paragraph.{step}.{locale}.txt").render().strip()
+
+
+def format_date(day: date | None, locale: str) -> str:
+    """A date in the emails' one style (kept for callers of the earlier API)."""
+    return long_date(None if day is None or pd.isna(day) else day, locale)
+
+
+# --------------------------------------------------------------------------- contexts
+
+
+def _common(locale: str, look: EmailLook, as_of: date | None) -> dict[str, Any]:
+    return {
+        "locale": locale,
+        "company": look.company,
+        "signature": look.signature.strip(),
+        "today": long_date(as_of, locale) if as_of else "",
+    }
+
+
+def renewal_context(*, vendor: str, title: str, amount: str, currency: str, renewal_date: date,
+                    days_left: int, lead: int, locale: str, look: EmailLook = DEFAULT_LOOK) -> dict[str, Any]:
+    """The documented variables of a renewal alert (README, "Templates")."""
+    return _common(locale, look, renewal_date - timedelta(days=days_left)) | {
+        "vendor": vendor,
+        "title": title,
+        "amount": format_money(amount, currency, locale),
+        "renewal_date": long_date(renewal_date, locale),
+        "days_left": days_left,
+        "when": relative_day(days_left, locale),
+        "lead": lead,
+        "lead_days": count_days(lead, locale),
+        "contact": look.contract_contact,
+    }
+
+
+_HISTORY_LABELS = {
+    "en": {1: "First reminder", 2: "Second reminder", 3: "Escalation"},
+    "es": {1: "Primer recordatorio", 2: "Segundo recordatorio", 3: "Escalado"},
+}
+_OUTCOMES = {
+    "en": {LedgerStatus.SENT: "sent",
+           LedgerStatus.ADOPTED: "handled before dueflow took over (not sent by dueflow)",
+           LedgerStatus.PENDING: "handed to the mail server, delivery not confirmed",
+           LedgerStatus.FAILED: "not sent (failed)"},
+    "es": {LedgerStatus.SENT: "enviado",
+           LedgerStatus.ADOPTED: "gestionado antes de dueflow (no enviado por dueflow)",
+           LedgerStatus.PENDING: "entregado al servidor de correo, sin confirmar",
+           LedgerStatus.FAILED: "no enviado (falló)"},
+}
+
+
+def _due_facts(due_date: date | None, as_of: date | None, locale: str) -> dict[str, Any]:
+    """Where the invoice stands against its due date on `as_of`. Never overdue before the
+    due date, nor when either date is unknown."""
+    if due_date is None or as_of is None:
+        return {"due_state": "unknown", "due_in": None, "due_when": "", "overdue": False,
+                "days_overdue": 0, "overdue_for": ""}
+    due_in = (due_date - as_of).days
+    state = "upcoming" if due_in > 0 else "today" if due_in == 0 else "overdue"
+    return {"due_state": state, "due_in": due_in, "due_when": relative_day(due_in, locale),
+            "overdue": due_in < 0, "days_overdue": max(0, -due_in),
+            "overdue_for": count_days(-due_in, locale) if due_in < 0 else ""}
+
+
+def _day(value: object) -> date | None:
+    if value is None or value is pd.NaT or (not isinstance(value, date) and pd.isna(value)):
+        return None
+    return value.date() if isinstance(value, pd.Timestamp) else value  # type: ignore[return-value]
+
+
+def dunning_context(*, step: str, invoice_id: str, number: str, amount: str, currency: str,
+                    issue_date: date | None, due_date: date | None, client_id: str,
+                    client_name: str, client_email: str, history: list[dict[str, str]],
+                    paragraph: str, as_of: date | None, locale: str,
+                    look: EmailLook = DEFAULT_LOOK) -> dict[str, Any]:
+    """The documented variables of a reminder or an escalation (README, "Templates").
+    `history` is the invoice's earlier steps (`reminder_history`): step, as_of (ISO
+    date), status."""
+    rank = int(DunningStep(step).rank)
+    labels = _HISTORY_LABELS.get(locale, _HISTORY_LABELS["en"])
+    outcomes = _OUTCOMES.get(locale, _OUTCOMES["en"])
+    earlier = [s for s in history if int(DunningStep(s["step"]).rank) < rank]
+    sent = [s for s in earlier if s["status"] == LedgerStatus.SENT]
+    number_text = str(number)
+    return _common(locale, look, as_of) | _due_facts(due_date, as_of, locale) | {
+        "reminder": rank,  # 1: first reminder, 2: second, 3: the escalation
+        "number": number_text,
+        "invoice_id": str(invoice_id),
+        "amount": format_money(amount, currency, locale),
+        "issue_date": long_date(issue_date, locale),
+        "due_date": long_date(due_date, locale),
+        "client_id": str(client_id),
+        "client_name": str(client_name or ""),
+        "client_email": str(client_email or ""),
+        "history": [{"label": labels.get(int(DunningStep(s["step"]).rank), s["step"]),
+                     "date": long_date(date.fromisoformat(s["as_of"]), locale),
+                     "outcome": outcomes.get(s["status"], s["status"])} for s in earlier],
+        "previous_date": long_date(date.fromisoformat(sent[-1]["as_of"]), locale) if sent else "",
+        "paragraph": paragraph,
+        "payment_instructions": look.payment_instructions.strip(),
+        "payment_link": look.payment_url(number_text, str(invoice_id), str(amount), str(currency)),
+    }
+
+
+# --------------------------------------------------------------------------- compose
 
 
 @dataclass(frozen=True)
@@ -117,20 +297,17 @@ def _email(row: Any, sender: Mailbox, rendered: tuple[str, str, str],
     )
 
 
-def compose_renewal_alerts(due: pd.DataFrame, locale: str, sender: Mailbox) -> Composed:
+def compose_renewal_alerts(due: pd.DataFrame, locale: str, sender: Mailbox,
+                           look: EmailLook | None = None) -> Composed:
     """Render the renewal alert of each row of `due` (rows from `due_renewal_alerts`)."""
+    look = look or DEFAULT_LOOK
 
     def render_one(row: Any) -> OutgoingEmail:
-        context = {
-            "key": row.key,
-            "vendor": row.vendor,
-            "title": row.title,
-            "amount": format_money(row.amount, row.currency, locale),
-            "renewal_date": format_date(row.renewal_date, locale),
-            "days_left": int(row.days_left),
-            "lead": int(row.step_rank),
-        }
-        return _email(row, sender, render("renewal", locale, context))
+        context = renewal_context(vendor=row.vendor, title=row.title, amount=row.amount,
+                                  currency=row.currency, renewal_date=row.renewal_date,
+                                  days_left=int(row.days_left), lead=int(row.step_rank),
+                                  locale=locale, look=look)
+        return _email(row, sender, render("renewal", locale, context, f"{int(row.step_rank)}d", look))
 
     return compose_each(due, render_one)
 
@@ -155,42 +332,132 @@ def compose_dunning_emails(
     history: pd.DataFrame,
     sender: Mailbox,
     drafts: Mapping[str, Draft] | None = None,
+    as_of: date | None = None,
+    look: EmailLook | None = None,
 ) -> Composed:
     """Reminders to the client in their locale, or the OVERDUE escalation (in English)
     with the invoice's whole reminder history. `drafts` maps a key to its
     `core.llm_guard.Draft`: the paragraph placed inside the template (G7: the facts
-    around it come from the data, never from the model)."""
+    around it come from the data, never from the model). `as_of` is the run's business
+    date: the wording says when payment falls due, or how long it is overdue (without
+    it, only the due date is given)."""
     if due.empty:
         return Composed()
+    look = look or DEFAULT_LOOK
     # Only the history of tonight's invoices: the whole table is ~100k rows at scale.
     steps = reminder_history(history[history["subject_id"].isin(due["subject_id"])])
     drafts = drafts or {}
 
     def render_one(row: Any) -> OutgoingEmail:
-        # Only steps that went out are earlier steps of this one: no email refers to a
-        # reminder that was not sent (the hold rule makes them sent or adopted).
-        invoice_steps = [s for s in steps.get(row.subject_id, []) if int(
-            DunningStep(s["step"]).rank) < int(row.step_rank)]
-        sent_steps = [s for s in invoice_steps if s["status"] == LedgerStatus.SENT]
         locale = DEFAULT_LOCALE if row.step == DunningStep.OVERDUE else row.locale
-        context = {
-            "key": row.key,
-            "step": row.step,
-            "invoice_id": row.subject_id,
-            "number": row.number,
-            "amount": format_money(row.amount, row.currency, locale),
-            "issue_date": format_date(row.issue_date, locale),
-            "due_date": format_date(row.due_date, locale),
-            "client_id": row.client_id,
-            "client_name": row.client_name,
-            "client_email": row.client_email,
-            "history": invoice_steps,
-            "previous_date": format_date(date.fromisoformat(sent_steps[-1]["as_of"]), locale)
-            if sent_steps else "",
-            "paragraph": draft.paragraph if (draft := drafts.get(row.key)) else "",
-        }
+        draft = drafts.get(row.key)
+        context = dunning_context(
+            step=row.step, invoice_id=row.subject_id, number=row.number, amount=row.amount,
+            currency=row.currency, issue_date=_day(row.issue_date), due_date=_day(row.due_date),
+            client_id=row.client_id, client_name=row.client_name, client_email=row.client_email,
+            history=steps.get(row.subject_id, []), paragraph=draft.paragraph if draft else "",
+            as_of=as_of, locale=locale, look=look)
         kind = "escalation" if row.step == DunningStep.OVERDUE else "dunning"
-        return _email(row, sender, render(kind, locale, context), draft)
+        return _email(row, sender, render(kind, locale, context, str(row.step), look), draft)
 
     composed = compose_each(due, render_one)
     return Composed(composed.emails, composed.failures, list(drafts.values()))
+
+
+# --------------------------------------------------------------------------- start-up check
+
+
+class TemplateProblem(ValueError):
+    """A template of the templates directory cannot be used; the message is one line."""
+
+
+def _sample_contexts(look: EmailLook) -> list[tuple[str, str | None, str, dict[str, Any]]]:
+    """(kind, step, locale, context): every kind and step in every locale, in each state
+    its wording depends on — what a run can render, with made-up facts."""
+    as_of = date(2027, 3, 1)
+    samples: list[tuple[str, str | None, str, dict[str, Any]]] = []
+    for locale in SUPPORTED_LOCALES:
+        for days_left in (0, 1, 30):
+            samples.append(("renewal", "30d", locale, renewal_context(
+                vendor="Vendor", title="Contract", amount="1250.50", currency="EUR",
+                renewal_date=as_of + timedelta(days=days_left), days_left=days_left, lead=30,
+                locale=locale, look=look)))
+        history = [{"step": "REMINDED_1", "as_of": "2027-02-20", "status": "sent"},
+                   {"step": "REMINDED_2", "as_of": "2027-02-25", "status": "adopted"}]
+        for step in (*KIND_STEPS["dunning"], *KIND_STEPS["escalation"]):
+            kind = "escalation" if step == DunningStep.OVERDUE else "dunning"
+            if kind == "escalation" and locale != DEFAULT_LOCALE:
+                continue  # escalations are written in English
+            for due_in, paragraph, name in ((5, "A paragraph.", "Client"), (0, "", ""),
+                                            (-6, "A paragraph.", "Client"), (None, "", "Client")):
+                samples.append((kind, step, locale, dunning_context(
+                    step=step, invoice_id="inv-1", number="F-1", amount="980.40", currency="EUR",
+                    issue_date=as_of - timedelta(days=20),
+                    due_date=None if due_in is None else as_of + timedelta(days=due_in),
+                    client_id="cl-1", client_name=name, client_email="ap@client.example",
+                    history=history, paragraph=paragraph, as_of=as_of, locale=locale, look=look)))
+    return samples
+
+
+def _where(exc: BaseException, templates_dir: str) -> str:
+    """'file.html, line 3' of the template frame that raised, when it is in the directory."""
+    if isinstance(exc, TemplateSyntaxError) and exc.name:
+        return f"{exc.name}, line {exc.lineno}"
+    for frame in reversed(traceback.extract_tb(exc.__traceback__)):
+        if frame.filename and os.path.abspath(frame.filename).startswith(os.path.abspath(templates_dir)):
+            return f"{os.path.basename(frame.filename)}, line {frame.lineno}"
+    return ""
+
+
+def _known_name(name: str) -> bool:
+    parts = name.split(".")
+    if name.startswith("_"):
+        return True  # a layout or macros file that templates extend or import
+    if len(parts) not in (3, 4) or parts[0] not in KINDS or parts[-1] not in PARTS:
+        return False
+    if parts[-2] not in SUPPORTED_LOCALES:
+        return False
+    if len(parts) == 3:
+        return True
+    step = parts[1]
+    if parts[0] == "renewal":
+        return step.endswith("d") and step[:-1].isdigit()
+    return step in KIND_STEPS[parts[0]]
+
+
+def check_templates(look: EmailLook) -> None:
+    """Render every template a run can use, with the documented variables, before any
+    write. Raises TemplateProblem with one line naming the file and what is wrong: a
+    template file (.subject, .txt, .html) whose name dueflow does not use (a typo would
+    otherwise be silently ignored), a syntax error, an undefined variable."""
+    directory = look.templates_dir
+    setting = "DUEFLOW_TEMPLATES_DIR"
+    if directory:
+        if not os.path.isdir(directory):
+            raise TemplateProblem(f"{setting}={directory!r} is not a directory")
+        for name in sorted(os.listdir(directory)):
+            path = os.path.join(directory, name)
+            if name.startswith(".") or not os.path.isfile(path) or name.rsplit(".", 1)[-1] not in PARTS:
+                continue  # not a template: a README, notes
+            if not _known_name(name):
+                raise TemplateProblem(
+                    f"{setting}: {name} is not a template dueflow uses (expected KIND[.STEP].LOCALE.PART:"
+                    f" kind {'/'.join(KINDS)}, locale {'/'.join(SUPPORTED_LOCALES)},"
+                    f" part {'/'.join(PARTS)}, e.g. dunning.REMINDED_2.es.html)")
+    _environment.cache_clear()  # read the directory as it is now
+    _templates_for.cache_clear()
+    for kind, step, locale, context in _sample_contexts(look):
+        wanted = [(kind, step, locale)]
+        if kind == "renewal" and directory:  # every lead-specific override in the directory
+            wanted += [(kind, n.split(".")[1], locale) for n in os.listdir(directory)
+                       if n.startswith("renewal.") and n.count(".") == 3 and n.split(".")[2] == locale]
+        for kind_, step_, locale_ in wanted:
+            try:
+                templates = _templates_for(directory, kind_, step_, locale_)
+                for template in templates:
+                    template.render(context)
+            except TemplateError as exc:
+                name = _where(exc, directory) if directory else ""
+                part = name or f"{kind_}.{step_ or ''}.{locale_}"
+                message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                raise TemplateProblem(f"{setting}: {part} does not render: {message}") from None

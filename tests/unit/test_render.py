@@ -26,8 +26,8 @@ def due_row(**overrides) -> pd.DataFrame:
 
 @pytest.mark.parametrize(
     ("locale", "amount", "day", "phrase"),
-    [("en", "€12,500.50", "1 March 2027", "renews on"),
-     ("es", "12.500,50\xa0€", "1 de marzo de 2027", "se renueva el")],
+    [("en", "€12,500.50", "1 March 2027", "renews in 30 days"),
+     ("es", "12.500,50\xa0€", "1 de marzo de 2027", "se renueva dentro de 30 días")],
 )
 def test_both_locales_carry_the_facts(locale, amount, day, phrase):
     [email] = compose_renewal_alerts(due_row(), locale, SENDER).emails
