@@ -252,15 +252,26 @@ def load_block(block_class: Any, name: str) -> Any:
 
 
 def mail_url_from_credentials(credentials: Any) -> str:
-    """A DUEFLOW_MAIL_URL equivalent of prefect-email's EmailServerCredentials."""
-    scheme = {"SSL": "smtps", "STARTTLS": "smtp+starttls", "INSECURE": "smtp"}[
-        credentials.smtp_type.name]
+    """A DUEFLOW_MAIL_URL equivalent of prefect-email's EmailServerCredentials: the server
+    by name or by `SMTPServer` member (its host), `SMTPType` as the scheme and default
+    port, and `verify=False` carried as `?verify=false`."""
+    smtp_type = credentials.smtp_type
+    smtp_type = getattr(smtp_type, "name", str(smtp_type)).upper()
+    schemes = {"SSL": ("smtps", 465), "STARTTLS": ("smtp+starttls", 587), "INSECURE": ("smtp", 25)}
+    if smtp_type not in schemes:
+        raise ConfigError(f"mail block: unknown smtp_type {smtp_type!r} (SSL, STARTTLS or INSECURE)")
+    scheme, default_port = schemes[smtp_type]
+    server = credentials.smtp_server
+    host = str(getattr(server, "value", server)).strip()  # an SMTPServer member is its host
+    if not host:
+        raise ConfigError("mail block: smtp_server is empty")
     auth = ""
     if credentials.username:
         password = credentials.password.get_secret_value() if credentials.password else ""
         auth = f"{quote(credentials.username, safe='')}:{quote(password, safe='')}@"
-    port = credentials.smtp_port or credentials.smtp_type.value
-    return f"{scheme}://{auth}{credentials.smtp_server}:{port}"
+    port = credentials.smtp_port or default_port
+    verify = "" if getattr(credentials, "verify", True) else "?verify=false"
+    return f"{scheme}://{auth}{host}:{port}{verify}"
 
 
 def redact_url(url: str) -> str:

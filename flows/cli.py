@@ -26,9 +26,10 @@ EPHEMERAL_STARTUP = 180  # seconds dueflow waits for a temporary Prefect server
 
 
 def _quiet_prefect() -> None:
-    # Keep the terminal for our own summary: Prefect's INFO chatter (and the
-    # temporary server's banner when no PREFECT_API_URL is set) stays out of it.
-    os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+    # Keep the terminal for our own summary: Prefect's INFO chatter (and the temporary
+    # server's banner when no PREFECT_API_URL is set) stays off the console, while the
+    # run's INFO logs still reach the API (the run's Logs tab).
+    os.environ.setdefault("PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL", "WARNING")
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     # Prefect gives its temporary server 20 s; its first start (creating the database in
     # a new PREFECT_HOME) took longer than that on a busy 2-core machine.

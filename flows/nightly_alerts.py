@@ -7,8 +7,10 @@ from datetime import date, timedelta
 from typing import Literal
 
 import pandas as pd
-from prefect import flow, get_run_logger
+from prefect import State, flow, get_run_logger
+from prefect.events import emit_event
 from prefect.runtime import flow_run
+from prefect.states import Completed
 from prefect.task_runners import ThreadPoolTaskRunner
 
 from dueflow.blocks.settings import ConfigError, Settings
@@ -18,8 +20,19 @@ from dueflow.tasks.adapters.lock import run_lock
 from dueflow.tasks.adapters.mail import parse_mail_url
 from dueflow.tasks.core import defaults
 from dueflow.tasks.core.decide import normalise_leads
+from dueflow.tasks.core.locales import Locale
 from dueflow.tasks.core.render import Draft
-from dueflow.tasks.core.report import RunSummary, concat_rows, drafts_frame, summarize
+from dueflow.tasks.core.report import (
+    RunSummary,
+    attention_payload,
+    concat_rows,
+    count_line,
+    decision_line,
+    drafts_frame,
+    facts_of,
+    needs_person,
+    summarize,
+)
 from dueflow.tasks.deliver import DeliverySettings
 from dueflow.tasks.jobs import (
     DELIVERY_WORKERS,
@@ -34,12 +47,26 @@ from dueflow.tasks.jobs import (
 from dueflow.tasks.steps import publish_report
 
 
-@flow(name="nightly-alerts", task_runner=ThreadPoolTaskRunner(max_workers=DELIVERY_WORKERS))
+def run_name() -> str:
+    """The run's name in the UI: its business date, and its mode when it sends nothing."""
+    params = flow_run.parameters
+    as_of = params.get("as_of")
+    if not as_of:
+        try:
+            as_of = Settings.from_env().today()
+        except ConfigError:
+            as_of = date.today()  # the run itself reports the bad setting
+    mode = " dry run" if params.get("dry_run") else " adopt" if params.get("adopt") else ""
+    return f"{as_of}{mode}"
+
+
+@flow(name="nightly-alerts", flow_run_name=run_name, persist_result=True,
+      task_runner=ThreadPoolTaskRunner(max_workers=DELIVERY_WORKERS))
 def nightly_alerts(
     as_of: date | None = None,
     dry_run: bool = False,
     renewal_leads: list[int] = list(defaults.RENEWAL_LEADS),  # noqa: B006 - Prefect copies it
-    renewal_locale: str = "en",
+    renewal_locale: Locale = "en",
     dunning_delays: list[int] = list(defaults.DUNNING_DELAYS),  # noqa: B006
     dunning_start: Literal["sent", "due"] = "sent",
     retry_max_attempts: int = defaults.RETRY_MAX_ATTEMPTS,
@@ -47,14 +74,30 @@ def nightly_alerts(
     send_cap: int | None = None,
     adopt: bool = False,
 ) -> RunSummary:
-    """Send every renewal alert and dunning step due on `as_of` exactly once.
-    `dry_run` decides and renders on the same code path, and writes and sends nothing.
-    `dunning_start` dates SENT by the invoice's `sent_at` ("sent") or `due_date` ("due").
-    Rows that surely failed are retried by later runs, at most `retry_max_attempts`
-    attempts in all, no sooner than `retry_backoff_minutes` after the last one.
-    `send_cap` limits new emails per job and run (most urgent first; the rest wait for a
-    later run, rules intact); `adopt` records everything due as handled without sending,
-    to take over existing data without mailing it all at once."""
+    """Send every renewal alert and invoice reminder due on a day exactly once: renewal
+    alerts to contract owners before a contract renews, and payment reminders (then an
+    escalation to a colleague) for unpaid invoices.
+
+    Args:
+        as_of: The business day to run for. Empty means today in the business time zone
+            (DUEFLOW_TIMEZONE); a past day catches up a missed night.
+        dry_run: Decide and render on the same code path, but write nothing and send
+            nothing; the result lists what would be sent.
+        renewal_leads: Days before a contract's renewal date on which its owner is alerted,
+            e.g. [60, 30, 15]; only the most urgent one due is sent.
+        renewal_locale: Language of the renewal alerts.
+        dunning_delays: Days between dunning steps: first reminder, second reminder,
+            escalation, e.g. [7, 14, 21].
+        dunning_start: What the first delay counts from: the day the invoice was sent
+            ("sent") or its due date ("due").
+        retry_max_attempts: Attempts in all for an email that surely failed; later runs
+            retry it until then.
+        retry_backoff_minutes: Minutes to wait after a failed attempt before the next.
+        send_cap: At most this many new emails per job in this run, most urgent first;
+            the rest wait for a later run. Empty means no cap.
+        adopt: Record everything due as already handled and send nothing: for taking
+            over existing data without mailing it all at once.
+    """
     settings = Settings.from_env().with_blocks()
     settings.check_templates()  # a broken DUEFLOW_TEMPLATES_DIR template: one line, nothing written
     if send_cap is not None and send_cap < 0:
@@ -63,7 +106,10 @@ def nightly_alerts(
         raise ConfigError(f"dunning_start must be 'sent' or 'due', got {dunning_start!r}")
     params = RunParameters(tuple(normalise_leads(renewal_leads)), tuple(dunning_delays), dunning_start,
                            renewal_locale, retry_max_attempts, send_cap, adopt, dry_run)
-    as_of = as_of or settings.today()
+    logger = get_run_logger()
+    if as_of is None:
+        as_of = settings.today()
+        logger.info("as_of empty: running for %s, today in %s", as_of, settings.timezone)
     database = Database(settings.database_url, settings.db_lock_timeout)
     delivery = DeliverySettings(parse_mail_url(settings.mail_url), settings.sender(), database, as_of,
                                 timedelta(minutes=retry_backoff_minutes))
@@ -71,33 +117,49 @@ def nightly_alerts(
     if problems := db.schema_problems(database.engine):
         raise ConfigError("the database is not ready: " + "; ".join(problems)
                           + " (run `dueflow init-db`)")
+    label_run(dry_run, adopt)
     if dry_run or not settings.run_lock:
-        return nightly_run(ctx)
+        return finish(nightly_run(ctx))
     warnings: list[str] = []
     with run_lock(database.engine, warnings) as acquired:
         if not acquired:
-            get_run_logger().warning("another dueflow run is active on this database; exiting")
-            return RunSummary(as_of=as_of, dry_run=False, flow_run_id=ctx.flow_run_id,
-                              skipped="another dueflow run is active on this database")
+            logger.warning("another dueflow run is active on this database; exiting")
+            return finish(RunSummary(as_of=as_of, dry_run=False, flow_run_id=ctx.flow_run_id,
+                                     skipped="another dueflow run is active on this database"))
         summary = nightly_run(ctx)
     summary.warnings.extend(warnings)
-    return summary
+    return finish(summary)
 
 
 def nightly_run(ctx: RunContext) -> RunSummary:
     """The six steps, for each job, after what earlier runs left."""
-    rows, drafts = [send_unsent(ctx)], []
+    log = get_run_logger()
+    earlier = send_unsent(ctx)
+    if not earlier.empty:
+        log.info("earlier runs: %s", count_line(earlier))
+    rows, drafts, facts = [earlier], [], []
     for job in JOBS:
         extracted = job.extract(ctx)                               # 1. extract
+        log.info("%s: extracted %s", job.name, ", ".join(f"{len(f):,} {n}" for n, f in extracted.items()))
         decision = job.decide(extracted, ctx)                      # 2. decide
+        log.info("%s: %s", job.name, decision_line(decision))
         winners, job_rows = reserve(ctx, job, decision)            # 3. reserve
+        log.info("%s: reserved %s of %s new", job.name, f"{len(winners):,}",
+                 f"{len(decision.to_reserve):,}")
         composed = compose(ctx, job, winners, extracted)           # 4. compose
-        rows += [job_rows, store_and_deliver(ctx, job, winners, composed)]  # 5. deliver
+        if not winners.empty:
+            log.info("%s: composed %s email(s)%s", job.name, f"{len(composed.emails):,}",
+                     f", {len(composed.failures)} could not be rendered" if composed.failures else "")
+        delivered = store_and_deliver(ctx, job, winners, composed)  # 5. deliver
+        if not delivered.empty:
+            log.info("%s: %s", job.name, count_line(delivered))
+        rows += [job_rows, delivered]
         drafts += composed.drafts
-    return report(ctx, concat_rows(rows), drafts)                  # 6. report
+        facts.append(facts_of(job.name, decision.to_reserve, {e.key: e.subject for e in composed.emails}))
+    return report(ctx, concat_rows(rows), drafts, pd.concat(facts, ignore_index=True))  # 6. report
 
 
-def report(ctx: RunContext, rows: pd.DataFrame, drafts: list[Draft]) -> RunSummary:
+def report(ctx: RunContext, rows: pd.DataFrame, drafts: list[Draft], facts: pd.DataFrame) -> RunSummary:
     """The run's summary and artifacts. The work is recorded by now: losing the database
     here is worth a warning, not a failure."""
     warnings: list[str] = []
@@ -112,6 +174,41 @@ def report(ctx: RunContext, rows: pd.DataFrame, drafts: list[Draft]) -> RunSumma
                 raise
             warnings.append(f"could not read the ledger's unsettled rows after the run: {exc}")
     summary = summarize(ctx.as_of, ctx.params.dry_run, ctx.flow_run_id, rows, ledger_counts, unsettled,
-                        drafts_frame(drafts), warnings)
+                        drafts_frame(drafts), warnings, facts)
     publish_report(summary)
     return summary
+
+
+def label_run(dry_run: bool, adopt: bool) -> None:
+    """Tag a run that sends nothing, so that the UI can filter it out."""
+    tags = ["dry-run"] if dry_run else ["adopt"] if adopt else []
+    run_id = flow_run.get_id()
+    if not tags or run_id is None:
+        return
+    from prefect.client.orchestration import get_client
+
+    with get_client(sync_client=True) as client:
+        client.update_flow_run(run_id, tags=sorted({*flow_run.get_tags(), *tags}))
+
+
+NEEDS_ATTENTION_EVENT = "dueflow.run.needs-attention"
+
+
+def finish(summary: RunSummary) -> State:
+    """The run's final state: Completed, with the counts as its message, named "Needs
+    attention" and announced by an event (NEEDS_ATTENTION_EVENT, README) when something
+    waits for a person. The summary is the state's (persisted) result."""
+    log = get_run_logger()
+    attention = needs_person(summary)
+    (log.warning if attention else log.info)("%s", summary.headline())
+    if attention and not summary.dry_run:
+        emit_event(
+            event=NEEDS_ATTENTION_EVENT,
+            resource={"prefect.resource.id": "dueflow.nightly-alerts",
+                      "prefect.resource.name": "dueflow nightly alerts"},
+            related=[{"prefect.resource.id": f"prefect.flow-run.{summary.flow_run_id}",
+                      "prefect.resource.role": "flow-run"}] if summary.flow_run_id else [],
+            payload=attention_payload(summary),
+        )
+    return Completed(message=summary.headline(), data=summary,
+                     name="Needs attention" if attention else "Completed")

@@ -37,7 +37,8 @@ from dueflow.tasks.core.render import (
     compose_dunning_emails,
     compose_renewal_alerts,
 )
-from dueflow.tasks.core.report import RunSummary, attention_first, markdown
+from dueflow.tasks.core.report import RunSummary, markdown, table_rows
+from dueflow.tasks.core.statuses import RowStatus
 
 ARTIFACT_ROWS = 1000
 
@@ -188,15 +189,16 @@ def compose_dunning(
 
 @task(name="publish-report", cache_policy=NO_CACHE)
 def publish_report(summary: RunSummary) -> None:
-    """A table artifact of this run's rows and a markdown summary (no secrets in either).
-    Keys already handled by earlier runs are counted, not listed: on a steady night they
-    are tens of thousands and would only bury what this run did."""
-    shown = attention_first(summary.rows[summary.rows["status"] != "already handled"])
+    """A table artifact of this run's rows, what needs attention first, and a markdown
+    summary (no secrets in either). A dry run publishes under its own keys, so a preview
+    never becomes the latest production summary."""
+    prefix = "nightly-alerts-dry-run" if summary.dry_run else "nightly-alerts"
+    shown = int((summary.rows["status"] != RowStatus.ALREADY_HANDLED).sum())
+    table = table_rows(summary, ARTIFACT_ROWS)
     create_table_artifact(
-        key="nightly-alerts-rows",
-        table=shown.head(ARTIFACT_ROWS).astype(object).where(shown.notna(), None).to_dict("records"),
-        description=summary.headline() + (f" (first {ARTIFACT_ROWS} of {len(shown)} rows)"
-                                          if len(shown) > ARTIFACT_ROWS else ""),
+        key=f"{prefix}-rows", table=table.to_dict("records"),
+        description=summary.headline() + (f" (first {ARTIFACT_ROWS} of {shown} rows)"
+                                          if shown > ARTIFACT_ROWS else ""),
     )
-    create_markdown_artifact(key="nightly-alerts-summary", markdown=markdown(summary),
+    create_markdown_artifact(key=f"{prefix}-summary", markdown=markdown(summary),
                              description=summary.headline())

@@ -38,6 +38,14 @@ class MailConfig:
     directory: Path | None = None
     timeout: float = 30.0
     cafile: str | None = None  # ?cafile=/path/ca.pem: trust a private CA for TLS
+    verify: bool = True  # ?verify=false: TLS without checking the server's certificate
+
+    def tls_context(self) -> ssl.SSLContext:
+        context = ssl.create_default_context(cafile=self.cafile)
+        if not self.verify:  # the operator's explicit choice (EmailServerCredentials.verify)
+            context.check_hostname = False
+            context.verify_mode = ssl.CERT_NONE
+        return context
 
     def describe(self) -> str:
         """Where mail goes, without credentials."""
@@ -72,7 +80,15 @@ def parse_mail_url(url: str) -> MailConfig:
         username=unquote(parts.username) if parts.username else None,
         password=unquote(parts.password) if parts.password else None,
         cafile=query["cafile"][0] if "cafile" in query else None,
+        verify=_flag(query.get("verify", ["true"])[0]),
     )
+
+
+def _flag(value: str) -> bool:
+    lowered = value.strip().lower()
+    if lowered not in ("true", "false", "1", "0", "yes", "no"):
+        raise ConfigError(f"DUEFLOW_MAIL_URL: verify must be true or false, got {value!r}")
+    return lowered in ("true", "1", "yes")
 
 
 class Transport:
@@ -150,13 +166,13 @@ class SmtpTransport(Transport):
         if cfg.scheme == "smtps":
             conn: smtplib.SMTP = smtplib.SMTP_SSL(
                 cfg.host, cfg.port, timeout=cfg.timeout,
-                context=ssl.create_default_context(cafile=cfg.cafile),
+                context=cfg.tls_context(),
             )
         else:
             conn = smtplib.SMTP(cfg.host, cfg.port, timeout=cfg.timeout)
         conn.ehlo()
         if cfg.scheme == "smtp+starttls":
-            conn.starttls(context=ssl.create_default_context(cafile=cfg.cafile))
+            conn.starttls(context=cfg.tls_context())
             conn.ehlo()
         if cfg.username:
             conn.login(cfg.username, cfg.password or "")

@@ -3,8 +3,12 @@ date formats, and its language for the LLM. Any other locale is written in Engli
 
 from __future__ import annotations
 
-LANGUAGES = {"en": "English", "es": "Spanish"}
-SUPPORTED_LOCALES = tuple(LANGUAGES)
+from typing import Literal, get_args
+
+Locale = Literal["en", "es"]  # a closed set: the run form offers exactly these
+LANGUAGES: dict[str, str] = {"en": "English", "es": "Spanish"}
+SUPPORTED_LOCALES: tuple[str, ...] = get_args(Locale)
+assert set(SUPPORTED_LOCALES) == set(LANGUAGES)  # one list of locales, two views of it
 DEFAULT_LOCALE = "en"
 
 

@@ -12,6 +12,10 @@ import pandas as pd
 from dueflow.tasks.core.statuses import ATTENTION_ORDER, NEEDS_ATTENTION, RowStatus
 
 ROW_COLUMNS = ("job", "key", "recipient", "status", "detail", "retry")
+# What a person knows a key by: the client or vendor, the contract or invoice, the amount
+# and the date that matters (renewal or due date), and the email's subject.
+FACT_COLUMNS = ("key", "party", "reference", "amount", "date", "subject")
+TABLE_COLUMNS = ("job", "party", "subject", "amount", "date", "status", "detail", "key")
 
 
 def key_rows(job: str, frame: pd.DataFrame, status: RowStatus | pd.Series,
@@ -76,6 +80,8 @@ class RunSummary:
     unsettled: pd.DataFrame = field(default_factory=pd.DataFrame)  # oldest pending/failed keys
     # Reminder paragraphs: key, source (llm/template), tone, note, paragraph, tokens.
     drafts: pd.DataFrame = field(default_factory=pd.DataFrame)
+    # What a person knows each new key by: key, party, reference, amount, date, subject.
+    facts: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(FACT_COLUMNS)))
 
     def llm_usage(self) -> dict[str, int]:
         """How the reminder paragraphs were drafted, and the tokens the model used."""
@@ -121,6 +127,7 @@ def summarize(
     unsettled: pd.DataFrame | None = None,
     drafts: pd.DataFrame | None = None,
     warnings: list[str] | None = None,
+    facts: pd.DataFrame | None = None,
 ) -> RunSummary:
     """Counts derived from this run's rows (see RunSummary.rows)."""
     status = rows["status"]
@@ -145,6 +152,7 @@ def summarize(
         rows=rows.reset_index(drop=True),
         unsettled=pd.DataFrame() if unsettled is None else unsettled,
         drafts=pd.DataFrame() if drafts is None else drafts,
+        facts=pd.DataFrame(columns=list(FACT_COLUMNS)) if facts is None else facts,
     )
 
 
@@ -155,40 +163,157 @@ def drafts_frame(drafts: Sequence[Any]) -> pd.DataFrame:
                                  "completion_tokens"])
 
 
+def facts_of(job: str, due: pd.DataFrame, subjects: Mapping[str, str]) -> pd.DataFrame:
+    """FACT_COLUMNS for a job's due rows (decide's columns) and the subjects rendered."""
+    if due.empty:
+        return pd.DataFrame(columns=list(FACT_COLUMNS))
+    renewal = job == "renewal"
+    party = due["vendor"] if renewal else due["client_name"]
+    reference = due["title"] if renewal else "invoice " + due["number"].astype("string")
+    day = due["renewal_date"] if renewal else due["due_date"]
+    return pd.DataFrame({
+        "key": due["key"], "party": party.astype("string"), "reference": reference.astype("string"),
+        "amount": due["amount"].astype("string") + " " + due["currency"].astype("string"),
+        "date": day.astype("string"), "subject": due["key"].map(subjects).astype("string"),
+    }).reindex(columns=FACT_COLUMNS)
+
+
+def table_rows(summary: RunSummary, limit: int) -> pd.DataFrame:
+    """The table artifact: what needs attention first, in the words of TABLE_COLUMNS. Keys
+    already handled by earlier runs are counted, not listed (tens of thousands a night)."""
+    rows = attention_first(summary.rows[summary.rows["status"] != RowStatus.ALREADY_HANDLED]).head(limit)
+    facts = summary.facts.drop_duplicates("key").set_index("key")
+    known = facts.reindex(rows["key"].astype(object)).drop(columns="key", errors="ignore")
+    table = pd.concat([rows.reset_index(drop=True), known.reset_index(drop=True)], axis=1)
+    table["subject"] = table["subject"].fillna(table["reference"])
+    retry = table["retry"].fillna(False).astype(bool)
+    table["detail"] = table["detail"].astype("string").fillna("")
+    table.loc[retry, "detail"] = "retry of an earlier run: " + table.loc[retry, "detail"]
+    return table.reindex(columns=TABLE_COLUMNS).astype(object).where(table.notna(), None)
+
+
+# The counts of the markdown summary, in the words an operator uses; zeros are left out.
+COUNT_LABELS = {
+    "due": "due tonight",
+    "won": "new emails this run",
+    "sent": "sent",
+    "retried": "earlier emails attempted again",
+    "failed": "failed (a later run retries them)",
+    "pending": "pending: handed to the mail server, outcome unknown",
+    "not_sent": "not sent (the next run sends them)",
+    "quarantined": "source rows quarantined",
+    "deferred": "held back by the send cap (a later run sends them)",
+    "adopted": "recorded as handled without sending (adopt)",
+    "no_longer_due": "no longer due when reserved or retried",
+    "failed_earlier": "failed in an earlier run, not retried tonight",
+    "pending_earlier": "pending since an earlier run",
+    "already_handled": "already handled by earlier runs",
+}
+WHAT_TO_DO = {
+    RowStatus.PENDING: "check the mail server's log, then `dueflow resolve {key} --as sent` (or failed)",
+    RowStatus.FAILED: "a later run retries it; `dueflow ledger --status failed` lists them",
+    RowStatus.NOT_SENT: "nothing: the next run sends it",
+    RowStatus.QUARANTINED: "fix the row in the source table; the next run picks it up"
+                           " (`dueflow quarantine` lists them)",
+}
+
+
+def escalations(summary: RunSummary) -> int:
+    """Escalations this run sent: each asks a colleague to act."""
+    rows = summary.rows
+    return int((rows["key"].astype(str).str.endswith("/OVERDUE") & (rows["status"] == RowStatus.SENT)).sum())
+
+
+def needs_person(summary: RunSummary) -> bool:
+    """Whether the run ended with something a person must look at (the event's trigger)."""
+    return bool(summary.failed or summary.pending or summary.not_sent or summary.quarantined
+                or escalations(summary) or summary.warnings)
+
+
+def count_line(rows: pd.DataFrame) -> str:
+    """'3 sent, 1 failed' for summary rows: the log line of a delivery."""
+    counts = rows["status"].astype(str).value_counts()
+    return ", ".join(f"{int(n):,} {status}" for status, n in counts.items()) or "nothing"
+
+
+def decision_line(decision: Any) -> str:
+    """The log line of a decision (decide.Decision): due, new, handled, quarantined."""
+    due, handled = len(decision.due), int(decision.due["handled"].sum()) if len(decision.due) else 0
+    return (f"{due:,} due ({due - handled:,} new, {handled:,} already in the ledger), "
+            f"{len(decision.quarantined):,} source row(s) quarantined")
+
+
+def attention_payload(summary: RunSummary) -> dict[str, Any]:
+    """The payload of the needs-attention event (README, "Watching runs"): counts only,
+    no addresses or amounts."""
+    return {"as_of": summary.as_of.isoformat(), "headline": summary.headline(),
+            "failed": summary.failed, "pending": summary.pending, "not_sent": summary.not_sent,
+            "quarantined": summary.quarantined, "escalations": escalations(summary),
+            "ledger_pending": summary.ledger_pending, "ledger_failed": summary.ledger_failed,
+            "warnings": len(summary.warnings)}
+
+
 def markdown(summary: RunSummary, limit: int = 50) -> str:
-    """The markdown artifact: counts, then every key that needs attention."""
-    lines = [f"# dueflow nightly run — {summary.as_of}", "", summary.headline(), "",
-             "| count | value |", "|---|---|"]
-    lines += [f"| {name.replace('_', ' ')} | {value} |" for name, value in summary.counts().items()]
-    lines += [f"| pending in ledger (all runs) | {summary.ledger_pending} |",
-              f"| failed in ledger (all runs) | {summary.ledger_failed} |",
-              f"| never handed to SMTP, sent by the next run (all runs) | {summary.ledger_unsent} |"]
-    lines += [f"| warning | {w} |" for w in summary.warnings]
+    """The markdown artifact: one headline, the counts that are not zero, what was sent,
+    and what needs attention with the reason and what settles it."""
+    mode = " (dry run)" if summary.dry_run else ""
+    lines = [f"# dueflow — {summary.as_of}{mode}", "", summary.headline(), ""]
+    counts = [(COUNT_LABELS[name], value) for name, value in summary.counts().items() if value]
+    counts += [(label, value) for label, value in (
+        ("pending in the ledger, all runs", summary.ledger_pending),
+        ("failed in the ledger, all runs", summary.ledger_failed),
+        ("never handed to the mail server, all runs (the next run sends them)", summary.ledger_unsent),
+        ("escalations sent to a colleague", escalations(summary))) if value]
     usage = summary.llm_usage()
-    if usage["llm"] or usage["template"]:
-        lines.append(f"| reminder paragraphs: LLM / template | {usage['llm']} / {usage['template']} |")
-        lines.append(f"| LLM tokens (prompt + completion) | {usage['prompt_tokens']} + "
-                     f"{usage['completion_tokens']} |")
-    attention = summary.rows[summary.rows["status"].isin(NEEDS_ATTENTION)]
+    if usage["llm"]:
+        counts += [("reminder paragraphs by the LLM / by template", f"{usage['llm']} / {usage['template']}"),
+                   ("LLM tokens, prompt + completion",
+                    f"{usage['prompt_tokens']} + {usage['completion_tokens']}")]
+    if counts:
+        lines += ["| | |", "|---|--:|", *[f"| {label} | {value} |" for label, value in counts], ""]
+    lines += [f"> **Warning:** {_cell(w)}" for w in summary.warnings]
+    table = table_rows(summary, len(summary.rows))
+    attention = table[table["status"].isin(NEEDS_ATTENTION)]
     if not attention.empty:
-        lines += ["", "## Needs attention", "", "| status | key | detail |", "|---|---|---|"]
+        lines += ["## Needs attention", "", "| status | who | what | reason | what to do |",
+                  "|---|---|---|---|---|"]
         for row in attention.head(limit).itertuples(index=False):
-            detail = str(row.detail or "").replace("|", "\\|")
-            lines.append(f"| {row.status} | `{row.key}` | {detail} |")
+            todo = WHAT_TO_DO[RowStatus(row.status)].format(key=row.key)
+            lines.append(f"| {row.status} | {_cell(row.party)} | {_cell(row.subject or row.key)} "
+                         f"| {_cell(row.detail)} | {todo} |")
         if len(attention) > limit:
-            lines.append(f"| … | {len(attention) - limit} more | see `dueflow ledger` |")
+            lines.append(f"| … | {len(attention) - limit} more | | | `dueflow ledger` |")
+        lines.append("")
+    done = table[table["status"].isin((RowStatus.SENT, RowStatus.WOULD_SEND))]
+    if not done.empty:
+        heading = "Would be sent" if summary.dry_run else "Sent"
+        lines += [f"## {heading}", "", "| to | who | subject | amount | date |", "|---|---|---|---|---|"]
+        recipients = summary.rows.drop_duplicates("key").set_index("key")["recipient"]
+        for row in done.head(limit).itertuples(index=False):
+            lines.append(f"| {_cell(recipients.get(row.key))} | {_cell(row.party)} | {_cell(row.subject)} "
+                         f"| {_cell(row.amount)} | {_cell(row.date)} |")
+        if len(done) > limit:
+            lines.append(f"| … | {len(done) - limit} more | | | |")
+        lines.append("")
     if not summary.unsettled.empty:
-        lines += ["", "## Unsettled in the ledger (all runs, oldest first)", "",
+        lines += ["## Unsettled in the ledger (all runs, oldest first)", "",
                   "Pending rows handed to SMTP are never resent automatically: check the mail"
                   " server's log, then settle them with `dueflow resolve KEY --as sent|failed`."
                   " Rows never handed to SMTP are sent by the next run.", "",
                   "| status | key | attempts | detail |", "|---|---|---|---|"]
         for row in summary.unsettled.itertuples(index=False):
-            detail = str(row.error or "").replace("|", "\\|")
+            detail = str(row.error or "")
             if row.status == "pending" and pd.isna(row.sending_at):
                 detail = (detail + "; " if detail else "") + "never handed to SMTP: the next run sends it"
-            lines.append(f"| {row.status} | `{row.key}` | {row.attempts} | {detail} |")
-    return "\n".join(lines)
+            lines.append(f"| {row.status} | `{row.key}` | {row.attempts} | {_cell(detail)} |")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _cell(value: object) -> str:
+    """A markdown table cell: one line, pipes escaped, missing values empty."""
+    if value is None or (not isinstance(value, str) and pd.isna(value)):
+        return ""
+    return " ".join(str(value).split()).replace("|", "\\|")
 
 
 def attention_first(rows: pd.DataFrame) -> pd.DataFrame:

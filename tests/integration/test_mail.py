@@ -12,7 +12,10 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
+from prefect_email import EmailServerCredentials
+from prefect_email.credentials import SMTPServer, SMTPType
 
+from dueflow.blocks.settings import ConfigError, mail_url_from_credentials
 from dueflow.tasks.adapters.mail import open_transport, parse_mail_url
 from dueflow.tasks.core.addresses import parse_mailbox
 from dueflow.tasks.core.message import OutgoingEmail
@@ -92,3 +95,41 @@ def test_file_outbox_writes_one_eml_per_key(tmp_path):
     text = eml.read_text()
     assert "X-Dueflow-Key: renewal/c-1/2027-03-01/30d" in text and "Message-ID: <abc@example.com>" in text
     assert not list(outbox.glob("*.part"))
+
+
+@pytest.mark.parametrize("server", list(SMTPServer))
+def test_every_named_server_of_the_mail_block_becomes_its_host(server):
+    by_member = EmailServerCredentials(smtp_server=server, smtp_type=SMTPType.SSL)
+    by_name = EmailServerCredentials(smtp_server=server.name.lower(), smtp_type="STARTTLS")
+    assert parse_mail_url(mail_url_from_credentials(by_member)) == parse_mail_url(
+        f"smtps://{server.value}:465")
+    assert parse_mail_url(mail_url_from_credentials(by_name)).host == server.value
+
+
+@pytest.mark.parametrize(("tls", "smtp_type"), [("starttls", SMTPType.STARTTLS), ("ssl", SMTPType.SSL)])
+def test_the_mail_block_reaches_a_tls_server_and_honours_verify(certificate, tls, smtp_type):
+    sink = SmtpSink(tls=tls, login=("alerts@corp.example", "p@ss:word"), certfile=str(certificate))
+    sink.start()
+    try:
+        def send(verify: bool) -> str:
+            block = EmailServerCredentials(smtp_server="127.0.0.1", smtp_port=sink.port, smtp_type=smtp_type,
+                                           username="alerts@corp.example", password="p@ss:word",
+                                           verify=verify)
+            url = mail_url_from_credentials(block)
+            assert "p@ss:word" not in parse_mail_url(url).describe()
+            with open_transport(parse_mail_url(url), SENDER) as transport:
+                return transport.send(EMAIL).status
+
+        assert send(verify=True) == "failed"  # a self-signed certificate is not trusted…
+        assert sink.keys() == []
+        assert send(verify=False) == "sent"  # …unless the block says not to verify it
+        assert sink.keys() == [EMAIL.key]
+    finally:
+        sink.stop()
+
+
+def test_insecure_mail_block_uses_port_25_and_a_bad_verify_is_refused():
+    block = EmailServerCredentials(smtp_server="relay.corp.example", smtp_type=SMTPType.INSECURE)
+    assert mail_url_from_credentials(block) == "smtp://relay.corp.example:25"
+    with pytest.raises(ConfigError, match="verify must be true or false"):
+        parse_mail_url("smtps://relay.corp.example?verify=maybe")
