@@ -1,4 +1,6 @@
-"""Sample contracts for `dueflow demo`: every lead, the boundaries, and a few bad rows."""
+"""Sample data for `dueflow demo`: every renewal lead and its boundaries, a believable
+dunning night — a first reminder and a second one after the due date, an escalation of an
+invoice reminded twice already — and a few bad rows."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ from sqlalchemy import Engine, text
 
 from dueflow.sql import statement
 from dueflow.tasks.adapters.db import writing
+from dueflow.tasks.core.keys import DunningStep, dunning_key
 
 # (id, vendor, title, amount, currency, days until renewal or None, email, status)
 SAMPLE_CONTRACTS = (
@@ -39,22 +42,31 @@ SAMPLE_CLIENTS = (
     ("cl-2", "Distribuciones Ñandú", "pagos@nandu.example", "es", False),
     ("cl-3", "Paused Holdings", "ap@paused.example", "en", True),
     ("cl-4", "Broken Address Inc", "accounts(at)broken", "en", False),
+    ("cl-5", "Contoso Retail", "payables@contoso.example", "en", False),
 )
-# (id, client, number, amount, currency, days since sent or None, status)
+# (id, client, number, amount, currency, days since sent or None, days since due, status):
+# payment terms of 14 or 15 days, so every reminder tonight is about an invoice past due.
 SAMPLE_INVOICES = (
-    ("inv-101", "cl-1", "2026-0101", "1450.00", "EUR", 8, "sent"),
-    ("inv-102", "cl-2", "2026-0102", "980.40", "EUR", 21, "sent"),
-    ("inv-103", "cl-1", "2026-0103", "300.00", "EUR", 3, "sent"),
-    ("inv-104", "cl-3", "2026-0104", "5000.00", "EUR", 30, "sent"),
-    ("inv-105", "cl-1", "2026-0105", "120.00", "EUR", 40, "void"),
-    ("inv-106", "cl-4", "2026-0106", "75.00", "EUR", 12, "sent"),
-    ("inv-107", "cl-1", "2026-0107", None, "EUR", 15, "sent"),
+    ("inv-101", "cl-1", "2026-0101", "1450.00", "EUR", 20, 6, "sent"),  # first reminder tonight
+    ("inv-102", "cl-2", "2026-0102", "980.40", "EUR", 35, 21, "sent"),  # second reminder tonight
+    ("inv-108", "cl-5", "2026-0108", "12400.00", "USD", 50, 35, "sent"),  # escalated tonight
+    ("inv-103", "cl-1", "2026-0103", "300.00", "EUR", 3, -11, "sent"),  # not due yet: nothing
+    ("inv-104", "cl-3", "2026-0104", "5000.00", "EUR", 30, 16, "sent"),  # client paused
+    ("inv-105", "cl-1", "2026-0105", "120.00", "EUR", 40, 26, "void"),
+    ("inv-106", "cl-4", "2026-0106", "75.00", "EUR", 12, -2, "sent"),  # no valid address
+    ("inv-107", "cl-1", "2026-0107", None, "EUR", 15, 1, "sent"),  # no amount
+)
+# Reminders finance sent by hand before dueflow took over: (invoice, step, days ago).
+SAMPLE_HISTORY = (
+    ("inv-102", DunningStep.REMINDED_1, 8),
+    ("inv-108", DunningStep.REMINDED_1, 20),
+    ("inv-108", DunningStep.REMINDED_2, 12),
 )
 
 
 def seed_sample_data(engine: Engine, today: date) -> int:
-    """Insert the sample contracts, clients and invoices (dates relative to `today`)
-    unless present; returns how many rows were added."""
+    """Insert the sample contracts, clients, invoices and their earlier reminders (dates
+    relative to `today`) unless present; returns how many rows were added."""
     rows = [
         {"id": cid, "vendor": vendor, "title": title, "amount": amount, "currency": currency,
          "renewal_date": None if days is None else (today + timedelta(days=days)).isoformat(),
@@ -67,11 +79,16 @@ def seed_sample_data(engine: Engine, today: date) -> int:
     ]
     invoices = [
         {"id": iid, "client_id": cid, "number": number, "amount": amount, "currency": currency,
-         "status": status, "due_date": (today + timedelta(days=30)).isoformat(),
-         "sent_at": None if days is None else f"{(today - timedelta(days=days)).isoformat()}T09:00:00+00:00"}
-        for iid, cid, number, amount, currency, days, status in SAMPLE_INVOICES
+         "status": status, "due_date": (today - timedelta(days=overdue)).isoformat(),
+         "sent_at": None if sent is None else f"{(today - timedelta(days=sent)).isoformat()}T09:00:00+00:00"}
+        for iid, cid, number, amount, currency, sent, overdue, status in SAMPLE_INVOICES
+    ]
+    history = [
+        {"key": dunning_key(iid, step), "subject_id": iid, "step": step.value,
+         "step_rank": step.rank, "as_of": (today - timedelta(days=days)).isoformat()}
+        for iid, step, days in SAMPLE_HISTORY
     ]
     with writing(engine) as conn:
         return sum(conn.execute(text(statement(name)), values).rowcount
                    for name, values in (("sample_contracts", rows), ("sample_clients", clients),
-                                        ("sample_invoices", invoices)))
+                                        ("sample_invoices", invoices), ("sample_ledger", history)))

@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+from email import message_from_bytes, policy
 from pathlib import Path
 
 import pytest
@@ -30,14 +31,25 @@ def project_env(prefect_server) -> dict[str, str]:
 
 
 def test_demo_runs_then_sends_nothing_new(tmp_path, project_env):
+    project_env = project_env | {"DUEFLOW_ESCALATION_TO": "collections@example.com"}
     first = dueflow("demo", cwd=tmp_path, env=project_env)
     assert first.returncode == 0, first.stderr
     assert "Traceback" not in first.stdout + first.stderr
     assert first.stderr == ""
-    assert "9 sent, 0 failed, 0 pending of 9 new" in first.stdout
+    assert "10 sent, 0 failed, 0 pending of 10 new" in first.stdout
     assert "unknown currency 'XYZ'" in first.stdout
     emails = sorted(p.name for p in (tmp_path / "outbox").glob("*.eml"))
-    assert len(emails) == 9
+    assert len(emails) == 10
+    # The story: one of each kind, every reminder about an invoice already past its due date.
+    sent = {m["X-Dueflow-Key"]: m for m in (message_from_bytes(p.read_bytes(), policy=policy.default)
+                                            for p in (tmp_path / "outbox").glob("*.eml"))}
+    assert sum(k.startswith("renewal/") for k in sent) == 7
+    text = {k: m.get_body(("plain",)).get_content() for k, m in sent.items()}
+    assert "was due on" in text["dunning/inv-101/REMINDED_1"]
+    assert "(6 days ago)" in text["dunning/inv-101/REMINDED_1"]
+    assert "lleva 21 días de retraso" in text["dunning/inv-102/REMINDED_2"]
+    assert "is now 35 days overdue" in text["dunning/inv-108/OVERDUE"]
+    assert sent["dunning/inv-108/OVERDUE"]["To"] == "collections@example.com"
 
     second = dueflow("demo", cwd=tmp_path, env=project_env)
     assert second.returncode == 0, second.stderr
@@ -47,9 +59,9 @@ def test_demo_runs_then_sends_nothing_new(tmp_path, project_env):
 
     ledger = dueflow("ledger", "--json", cwd=tmp_path, env=project_env)
     records = [json.loads(line) for line in ledger.stdout.splitlines()]
-    assert len(records) == 9
+    assert len(records) == 13  # and the 3 reminders finance sent by hand before dueflow (adopted)
     assert all({"key", "status", "as_of", "attempts"} <= r.keys() for r in records)
-    assert {r["status"] for r in records} == {"sent"} and {r["attempts"] for r in records} == {1}
+    assert sorted((r["status"], r["attempts"]) for r in records) == [("adopted", 0)] * 3 + [("sent", 1)] * 10
     pending = dueflow("ledger", "--status", "pending", cwd=tmp_path, env=project_env)
     assert pending.stdout.strip() == "No ledger rows with status pending."
 
