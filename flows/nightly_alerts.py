@@ -86,8 +86,8 @@ def nightly_alerts(
         renewal_leads: Days before a contract's renewal date on which its owner is alerted,
             e.g. [60, 30, 15]; only the most urgent one due is sent.
         renewal_locale: Language of the renewal alerts.
-        dunning_delays: Days between dunning steps: first reminder, second reminder,
-            escalation, e.g. [7, 14, 21].
+        dunning_delays: Days between dunning steps: from the start to the first reminder,
+            from it to the second, from it to the escalation to a colleague (default 7, 5, 7).
         dunning_start: What the first delay counts from: the day the invoice was sent
             ("sent") or its due date ("due").
         retry_max_attempts: Attempts in all for an email that surely failed; later runs
@@ -140,7 +140,8 @@ def nightly_run(ctx: RunContext) -> RunSummary:
     rows, drafts, facts = [earlier], [], []
     for job in JOBS:
         extracted = job.extract(ctx)                               # 1. extract
-        log.info("%s: extracted %s", job.name, ", ".join(f"{len(f):,} {n}" for n, f in extracted.items()))
+        log.info("%s: extracted %s", job.name, ", ".join(
+            f"{len(f):,} {'earlier ledger rows' if n == 'history' else n}" for n, f in extracted.items()))
         decision = job.decide(extracted, ctx)                      # 2. decide
         log.info("%s: %s", job.name, decision_line(decision))
         winners, job_rows = reserve(ctx, job, decision)            # 3. reserve
@@ -199,9 +200,9 @@ def finish(summary: RunSummary) -> State:
     attention" and announced by an event (NEEDS_ATTENTION_EVENT, README) when something
     waits for a person. The summary is the state's (persisted) result."""
     log = get_run_logger()
-    attention = needs_person(summary)
+    attention = needs_person(summary) and not summary.dry_run  # a preview changed nothing
     (log.warning if attention else log.info)("%s", summary.headline())
-    if attention and not summary.dry_run:
+    if attention:
         emit_event(
             event=NEEDS_ATTENTION_EVENT,
             resource={"prefect.resource.id": "dueflow.nightly-alerts",

@@ -200,5 +200,4 @@ def publish_report(summary: RunSummary) -> None:
         description=summary.headline() + (f" (first {ARTIFACT_ROWS} of {shown} rows)"
                                           if shown > ARTIFACT_ROWS else ""),
     )
-    create_markdown_artifact(key=f"{prefix}-summary", markdown=markdown(summary),
-                             description=summary.headline())
+    create_markdown_artifact(key=f"{prefix}-summary", markdown=markdown(summary))  # its headline inside

@@ -185,7 +185,8 @@ def table_rows(summary: RunSummary, limit: int) -> pd.DataFrame:
     facts = summary.facts.drop_duplicates("key").set_index("key")
     known = facts.reindex(rows["key"].astype(object)).drop(columns="key", errors="ignore")
     table = pd.concat([rows.reset_index(drop=True), known.reset_index(drop=True)], axis=1)
-    table["subject"] = table["subject"].fillna(table["reference"])
+    # A quarantined row has no email: the source row it came from stands in for one.
+    table["subject"] = table["subject"].fillna(table["reference"]).fillna(table["key"])
     retry = table["retry"].fillna(False).astype(bool)
     table["detail"] = table["detail"].astype("string").fillna("")
     table.loc[retry, "detail"] = "retry of an earlier run: " + table.loc[retry, "detail"]
@@ -213,8 +214,7 @@ WHAT_TO_DO = {
     RowStatus.PENDING: "check the mail server's log, then `dueflow resolve {key} --as sent` (or failed)",
     RowStatus.FAILED: "a later run retries it; `dueflow ledger --status failed` lists them",
     RowStatus.NOT_SENT: "nothing: the next run sends it",
-    RowStatus.QUARANTINED: "fix the row in the source table; the next run picks it up"
-                           " (`dueflow quarantine` lists them)",
+    RowStatus.QUARANTINED: "fix the source row; the next run picks it up (`dueflow quarantine`)",
 }
 
 
@@ -263,14 +263,13 @@ def markdown(summary: RunSummary, limit: int = 50) -> str:
         ("pending in the ledger, all runs", summary.ledger_pending),
         ("failed in the ledger, all runs", summary.ledger_failed),
         ("never handed to the mail server, all runs (the next run sends them)", summary.ledger_unsent),
-        ("escalations sent to a colleague", escalations(summary))) if value]
+        ("escalation(s) sent to a colleague", escalations(summary))) if value]
     usage = summary.llm_usage()
     if usage["llm"]:
         counts += [("reminder paragraphs by the LLM / by template", f"{usage['llm']} / {usage['template']}"),
                    ("LLM tokens, prompt + completion",
                     f"{usage['prompt_tokens']} + {usage['completion_tokens']}")]
-    if counts:
-        lines += ["| | |", "|---|--:|", *[f"| {label} | {value} |" for label, value in counts], ""]
+    lines += [*[f"- **{value}** {label}" for label, value in counts], ""] if counts else []
     lines += [f"> **Warning:** {_cell(w)}" for w in summary.warnings]
     table = table_rows(summary, len(summary.rows))
     attention = table[table["status"].isin(NEEDS_ATTENTION)]
@@ -279,7 +278,7 @@ def markdown(summary: RunSummary, limit: int = 50) -> str:
                   "|---|---|---|---|---|"]
         for row in attention.head(limit).itertuples(index=False):
             todo = WHAT_TO_DO[RowStatus(row.status)].format(key=row.key)
-            lines.append(f"| {row.status} | {_cell(row.party)} | {_cell(row.subject or row.key)} "
+            lines.append(f"| {row.status} | {_cell(row.party)} | {_cell(row.subject)} "
                          f"| {_cell(row.detail)} | {todo} |")
         if len(attention) > limit:
             lines.append(f"| … | {len(attention) - limit} more | | | `dueflow ledger` |")

@@ -140,6 +140,7 @@ def test_a_run_from_the_form_sends_once_and_explains_itself(deployed):
     artifacts = deployed.artifacts(first["id"])
     summary = artifacts["nightly-alerts-summary"]["data"]
     assert summary.count(f"Run for {AS_OF}") == 1 and "## Sent" in summary
+    assert artifacts["nightly-alerts-summary"]["description"] is None  # the headline once, inside
     assert "Vendor c0" in summary and "| adopted" not in summary and "LLM" not in summary
     rows = json.loads(artifacts["nightly-alerts-rows"]["data"])
     assert {r["party"] for r in rows} == {"Vendor c0", "Vendor c1", "Vendor c2"}
@@ -167,7 +168,8 @@ def test_a_run_with_problems_needs_attention_and_says_so_with_an_event(deployed)
 
     summary = deployed.artifacts(run["id"])["nightly-alerts-summary"]["data"]
     attention = summary.split("## Needs attention", 1)[1]
-    assert "unknown currency 'XXY'" in attention and "fix the row in the source table" in attention
+    assert "unknown currency 'XXY'" in attention and "fix the source row" in attention
+    assert "| quarantined |  | invoices/bad |" in attention  # the source row stands in for a subject
     assert "550" in attention and "a later run retries it" in attention
 
 
