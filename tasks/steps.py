@@ -7,6 +7,7 @@ task hashes its inputs (NO_CACHE) and nothing is persisted.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from datetime import date
 
@@ -26,8 +27,11 @@ from dueflow.tasks.core.decide import (
     due_dunning_steps,
     due_renewal_alerts,
     dunning_steps_for,
+    normalise_leads,
     renewal_alerts_for,
     renewal_window,
+    settled_apart,
+    with_settled,
 )
 from dueflow.tasks.core.llm_guard import DRAFTED_STEPS, payment_history_frame, reminders, template_draft
 from dueflow.tasks.core.render import (
@@ -48,16 +52,18 @@ def extract_renewals(database: Database, as_of: date, leads: Sequence[int]) -> d
     """Contracts that can be due tonight, and the leads already reserved for their cycles."""
     start, end = renewal_window(as_of, leads)
     engine = database.engine
-    return {
-        "contracts": db.extract_frame(engine, statement("extract_contracts", db.dialect(engine)),
-                                      {"window_start": start.isoformat(), "window_end": end.isoformat()}),
-        "history": db.extract_frame(engine, statement("renewal_history"), {"as_of": as_of.isoformat()}),
-    }
+    # Rows the ledger already settles come with settled_lead set and are not decided again;
+    # the history is read only for the others (docs/performance.md).
+    contracts = db.extract_frame(engine, statement("extract_contracts", db.dialect(engine)), {
+        "window_start": start.isoformat(), "window_end": end.isoformat(), "as_of": as_of.isoformat(),
+        "leads": json.dumps(normalise_leads(leads))})
+    return {"contracts": contracts, "history": db.renewal_history_of(engine, contracts, as_of)}
 
 
 @task(name="decide-renewals", cache_policy=NO_CACHE)
 def decide_renewals(extracted: dict[str, pd.DataFrame], as_of: date, leads: Sequence[int]) -> Decision:
-    return due_renewal_alerts(extracted["contracts"], extracted["history"], as_of, leads)
+    contracts, settled = settled_apart(extracted["contracts"])
+    return with_settled(due_renewal_alerts(contracts, extracted["history"], as_of, leads), settled, as_of)
 
 
 @task(name="extract-dunning", cache_policy=NO_CACHE)

@@ -187,6 +187,9 @@ def extract_frame(engine: Engine, sql: str, params: Mapping[str, Any]) -> pd.Dat
     raw = engine.raw_connection()
     try:
         with raw.cursor() as cursor:
+            # JIT compiling took seconds for queries that run in tens of milliseconds: the
+            # per-row index probes of the extracts make their estimated cost look big.
+            cursor.execute(statement("extract_no_jit", "postgresql"))
             query = cursor.mogrify(compiled, dict(params)).decode()
             buffer = io.StringIO()
             # NULL as a control character, not as an empty field: an empty string stays ''.
@@ -197,6 +200,16 @@ def extract_frame(engine: Engine, sql: str, params: Mapping[str, Any]) -> pd.Dat
         raw.close()
     buffer.seek(0)
     return pd.read_csv(buffer, dtype="string", keep_default_na=False, na_values=["\x1e"])
+
+
+def renewal_history_of(engine: Engine, contracts: pd.DataFrame, as_of: date) -> pd.DataFrame:
+    """The leads already reserved for the (contract, cycle) pairs of the extracted rows the
+    ledger does not settle (sql/renewal_history_of): index probes, not every cycle ahead."""
+    rows = contracts[contracts["settled_lead"].isna()] if "settled_lead" in contracts else contracts
+    rows = rows[rows["id"].notna() & rows["renewal_date"].notna()]
+    pairs = json.dumps([[str(i), str(c)[:10]] for i, c in zip(rows["id"], rows["renewal_date"], strict=True)])
+    return extract_frame(engine, statement("renewal_history_of", dialect(engine)),
+                         {"pairs": pairs, "as_of": as_of.isoformat()})
 
 
 def reserve(
@@ -441,6 +454,19 @@ def ledger_rows(engine: Engine, status: str | None = None) -> pd.DataFrame:
     frame = read_frame(engine, statement("ledger_list"), {"status": status})
     frame["as_of"] = frame["as_of"].astype(str)
     return frame
+
+
+def stream_frames(engine: Engine, sql: str, params: Mapping[str, Any],
+                  chunk_rows: int = 5_000) -> Iterator[pd.DataFrame]:
+    """The rows of one query, `chunk_rows` at a time, as DataFrames of the driver's values:
+    a server-side cursor on PostgreSQL, SQLite's own stepping cursor, so that memory holds
+    one chunk whatever the size of the result (`dueflow ledger` on millions of rows)."""
+    with engine.connect() as conn:
+        result = conn.execution_options(stream_results=True, yield_per=chunk_rows).execute(
+            text(sql), dict(params))
+        columns = list(result.keys())
+        for chunk in result.partitions(chunk_rows):
+            yield pd.DataFrame(chunk, columns=columns, dtype=object)
 
 
 def unsettled_rows(engine: Engine, limit: int = 50) -> pd.DataFrame:
