@@ -11,6 +11,7 @@ from __future__ import annotations
 import cProfile
 import hashlib
 import io
+import json
 import pstats
 import resource
 import smtplib
@@ -29,7 +30,13 @@ from bench.naive import Candidate, naive_night, reserve_per_row
 from dueflow.sql import statement
 from dueflow.tasks.adapters import db
 from dueflow.tasks.core.addresses import Mailbox
-from dueflow.tasks.core.decide import due_dunning_steps, due_renewal_alerts, renewal_window
+from dueflow.tasks.core.decide import (
+    due_dunning_steps,
+    due_renewal_alerts,
+    renewal_window,
+    settled_apart,
+    with_settled,
+)
 
 T = TypeVar("T")
 SENDER = Mailbox(MAIL_FROM)
@@ -96,15 +103,19 @@ def _extract_and_decide(url: str, as_of: date) -> dict[str, Any]:
     read = extract_reader()
     contracts, t["extract_contracts"] = timed(lambda: read(
         engine, statement("extract_contracts", db.dialect(engine)),
-        {"window_start": start.isoformat(), "window_end": end.isoformat()}))
-    history, t["renewal_history"] = timed(lambda: read(
-        engine, statement("renewal_history"), {"as_of": as_of.isoformat()}))
+        {"window_start": start.isoformat(), "window_end": end.isoformat(), "as_of": as_of.isoformat(),
+         "leads": json.dumps(sorted(LEADS))}))
+    history, t["renewal_history"] = timed(lambda: db.renewal_history_of(engine, contracts, as_of))
     invoices, t["extract_invoices"] = timed(lambda: read(engine, statement("extract_invoices"), {}))
     clients, t["extract_clients"] = timed(
         lambda: read(engine, statement("extract_clients", db.dialect(engine)), {}))
     dunning_history, t["dunning_history"] = timed(
         lambda: read(engine, statement("dunning_history"), {}))
-    renewals, t["decide_renewals"] = timed(lambda: due_renewal_alerts(contracts, history, as_of, LEADS))
+    def decide_renewals() -> Any:  # as tasks.steps.decide_renewals does
+        unsettled, settled = settled_apart(contracts)
+        return with_settled(due_renewal_alerts(unsettled, history, as_of, LEADS), settled, as_of)
+
+    renewals, t["decide_renewals"] = timed(decide_renewals)
     dunning, t["decide_dunning"] = timed(lambda: due_dunning_steps(
         invoices, clients, dunning_history, as_of, DELAYS, "UTC", ESCALATION_TO))
     extract = sum(v for k, v in t.items() if not k.startswith("decide"))
@@ -130,12 +141,13 @@ def measure_decide(url: str, as_of: date, repeats: int, profile_dir: str | None 
     totals = sorted(r["seconds"]["total"] for r in runs)
     median = runs[[r["seconds"]["total"] for r in runs].index(totals[len(totals) // 2])]
     start, end = renewal_window(as_of, LEADS)
-    params = {"window_start": start.isoformat(), "window_end": end.isoformat(), "as_of": as_of.isoformat()}
+    params = {"window_start": start.isoformat(), "window_end": end.isoformat(), "as_of": as_of.isoformat(),
+              "leads": json.dumps(sorted(LEADS)), "pairs": "[]"}
     server_ms = {
         name: explain_ms(url, statement(*name_and_dialect), params)
         for name, name_and_dialect in {
             "extract_contracts": ("extract_contracts", "postgresql"),
-            "renewal_history": ("renewal_history", None),
+            "renewal_history": ("renewal_history_of", "postgresql"),
             "extract_invoices": ("extract_invoices", None),
             "extract_clients": ("extract_clients", "postgresql"),
             "dunning_history": ("dunning_history", None),
@@ -176,6 +188,40 @@ def delete_run_rows(url: str, *flow_run_ids: str) -> int:
         return int(result.rowcount)
 
 
+FLOOR_COLUMNS = "key, job, subject_id, cycle, step, step_rank, recipient, as_of, flow_run_id"
+
+
+def reserve_floor(engine: Any, candidates: pd.DataFrame, as_of: date) -> float:
+    """The floor of a reservation: the same rows, already in the server (a temporary table,
+    not timed), inserted into the ledger with all its indexes by a bare
+    INSERT … SELECT … ON CONFLICT (key) DO NOTHING — no checks, no RETURNING — then rolled
+    back. Returns the INSERT's seconds (median of 3)."""
+    import statistics
+
+    frame = candidates.assign(job="renewal", as_of=as_of.isoformat(), flow_run_id="bench-floor").loc[
+        :, FLOOR_COLUMNS.split(", ")].sort_values("key")
+    raw = engine.raw_connection()
+    times = []
+    try:
+        cursor = raw.cursor()
+        cursor.execute(f"CREATE TEMP TABLE bench_floor AS SELECT {FLOOR_COLUMNS} FROM dueflow_ledger LIMIT 0")
+        cursor.copy_expert(f"COPY bench_floor ({FLOOR_COLUMNS}) FROM STDIN WITH (FORMAT csv)",
+                           io.StringIO(frame.to_csv(header=False, index=False)))
+        cursor.execute("ANALYZE bench_floor")
+        raw.commit()
+        for _ in range(3):
+            started = time.perf_counter()
+            cursor.execute(f"INSERT INTO dueflow_ledger ({FLOOR_COLUMNS}) SELECT {FLOOR_COLUMNS}"
+                           " FROM bench_floor ON CONFLICT (key) DO NOTHING")
+            times.append(time.perf_counter() - started)
+            raw.rollback()
+        cursor.execute("DROP TABLE bench_floor")
+        raw.commit()
+    finally:
+        raw.close()
+    return statistics.median(times)
+
+
 def measure_reserve(url: str, as_of: date, keys: int, naive_keys: int) -> dict[str, Any]:
     """db.reserve on `keys` new candidates, then again (all conflicts); the per-row
     pattern on `naive_keys` other candidates, twice as well."""
@@ -185,6 +231,7 @@ def measure_reserve(url: str, as_of: date, keys: int, naive_keys: int) -> dict[s
     delete_run_rows(url, "bench-reserve", "bench-naive-reserve")
     with engine.connect() as conn:  # warm the pool: connecting is not reserving
         conn.execute(text("SELECT 1"))
+    floor = reserve_floor(engine, bulk, as_of)
     won, first = timed(lambda: db.reserve(engine, "renewal", bulk, as_of, "bench-reserve"))
     rewon, again = timed(lambda: db.reserve(engine, "renewal", bulk, as_of, "bench-reserve"))
     naive_won, naive_first = timed(lambda: reserve_per_row(url, naive, as_of, "bench-naive-reserve"))
@@ -194,7 +241,7 @@ def measure_reserve(url: str, as_of: date, keys: int, naive_keys: int) -> dict[s
         _, analyze = timed(lambda: conn.execute(text("ANALYZE dueflow_ledger")))
         conn.commit()
     return {
-        "analyze_ledger_seconds": round(analyze, 3),
+        "analyze_ledger_seconds": round(analyze, 3), "floor_seconds": round(floor, 3),
         "keys": keys, "first_won": len(won), "first_seconds": round(first, 3),
         "rerun_won": len(rewon), "rerun_seconds": round(again, 3),
         "naive_keys": naive_keys, "naive_first_won": naive_won, "naive_first_seconds": round(naive_first, 3),
@@ -416,12 +463,78 @@ def measure_nightly(as_of: date, profile_path: str | None = None,
     }
 
 
-def measure_naive_night(url: str, mail_url: str, as_of: date, fraction: float) -> dict[str, Any]:
+def measure_naive_night(url: str, mail_url: str, as_of: date, fraction: float,
+                        keep_rows: bool = False) -> dict[str, Any]:
     from dueflow.tasks.adapters.mail import parse_mail_url
 
     mail = parse_mail_url(mail_url)
     delete_run_rows(url, "bench-naive")
     stats = naive_night(url, mail.host, mail.port, MAIL_FROM, as_of, ESCALATION_TO, LEADS, DELAYS,
                         fraction, "bench-naive")
-    deleted = delete_run_rows(url, "bench-naive")
+    deleted = 0 if keep_rows else delete_run_rows(url, "bench-naive")
     return asdict(stats) | {"fraction": fraction, "cleanup_deleted": deleted, "peak_rss_mb": peak_rss_mb()}
+
+
+# --------------------------------------------------------------------------- as processes
+
+def _timed_process(argv: list[str], pythonpath: str | None = None, timeout: float = 900) -> dict[str, Any]:
+    """Wall time of one fresh process, as a deployment or cron would start it (interpreter
+    start, imports, the work, exit); `pythonpath` puts another dueflow tree first."""
+    import os
+    import subprocess
+
+    env = dict(os.environ)
+    if pythonpath:
+        env["PYTHONPATH"] = pythonpath
+    started = time.perf_counter()
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=timeout)
+    seconds = time.perf_counter() - started
+    return {"seconds": round(seconds, 3), "returncode": done.returncode,
+            "stdout_tail": done.stdout[-1500:], "stderr_tail": done.stderr[-1500:]}
+
+
+def dueflow_command() -> list[str]:
+    import sys
+
+    return [str(Path(sys.executable).parent / "dueflow")]
+
+
+def measure_process_night(as_of: date, pythonpath: str | None = None) -> dict[str, Any]:
+    """`dueflow run --as-of D` as its own process against the Prefect server, database and
+    SMTP sink named by the environment."""
+    result = _timed_process([*dueflow_command(), "run", "--as-of", as_of.isoformat()], pythonpath)
+    result["tree"] = pythonpath or "working tree"
+    return result
+
+
+def measure_naive_process(url: str, mail_url: str, as_of: date) -> dict[str, Any]:
+    """bench/naive.py's night as its own process (interpreter start and imports included)."""
+    import sys
+
+    from dueflow.tasks.adapters.mail import parse_mail_url
+
+    mail = parse_mail_url(mail_url)
+    result = _timed_process([sys.executable, "-m", "bench.naive", url, mail.host, str(mail.port),
+                             as_of.isoformat(), MAIL_FROM, ESCALATION_TO, json.dumps(LEADS),
+                             json.dumps(DELAYS)])
+    if result["returncode"] == 0:
+        result |= json.loads(result["stdout_tail"].strip().splitlines()[-1])
+    return result
+
+
+def measure_imports(repeats: int, pythonpath: str | None = None) -> dict[str, Any]:
+    """`import prefect` and `import dueflow.flows.nightly_alerts`, each in a fresh process,
+    alternated `repeats` times; medians (the difference is what the flow adds)."""
+    import statistics
+    import sys
+
+    times: dict[str, list[float]] = {"prefect": [], "flow": []}
+    for _ in range(repeats):
+        for name, module in (("prefect", "prefect"), ("flow", "dueflow.flows.nightly_alerts")):
+            run = _timed_process([sys.executable, "-c", f"import {module}"], pythonpath, timeout=120)
+            if run["returncode"] != 0:
+                raise RuntimeError(f"import {module} failed: {run['stderr_tail']}")
+            times[name].append(run["seconds"])
+    medians = {k: round(statistics.median(v), 3) for k, v in times.items()}
+    return {"runs": times, "median": medians, "above_prefect": round(medians["flow"] - medians["prefect"], 3),
+            "tree": pythonpath or "working tree"}

@@ -238,3 +238,22 @@ def naive_night(
         night.close()
     night.stats.seconds = time.perf_counter() - started
     return night.stats
+
+
+def main(argv: Sequence[str]) -> None:
+    """`python -m bench.naive URL MAIL_HOST MAIL_PORT AS_OF MAIL_FROM ESCALATION_TO LEADS DELAYS`
+    (the last two as JSON lists): one night of the naive script as its own process; its rows
+    are flow run `bench-naive`, the bench's to delete. Prints its figures as one JSON line."""
+    import json
+    from dataclasses import asdict
+
+    url, host, port, as_of, mail_from, escalation_to, leads, delays = argv
+    stats = naive_night(url, host, int(port), mail_from, date.fromisoformat(as_of), escalation_to,
+                        json.loads(leads), json.loads(delays), 1.0, "bench-naive")
+    print(json.dumps(asdict(stats)))
+
+
+if __name__ == "__main__":
+    import sys
+
+    main(sys.argv[1:])

@@ -42,6 +42,10 @@ TARGETS = {
     "deliver_vs_raw": 0.70,
     "peak_rss_mb": 1536.0,
     "steady_night_seconds": 60.0,
+    "quiet_process_vs_naive": 1.5,
+    "steady_vs_naive": 1.5,
+    "import_above_prefect_seconds": 0.3,
+    "reserve_vs_floor": 0.80,
 }
 
 
@@ -64,6 +68,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="in the surge, deliver at most this many emails per job (the rest stay"
                              " pending and the uncapped time is extrapolated); 0: no cap")
     parser.add_argument("--no-surge", action="store_true", help="skip the first-run surge")
+    parser.add_argument("--baseline-tree", default=None,
+                        help="a directory holding another dueflow tree as dueflow/ (e.g. the last commit):"
+                             " the process night and the imports are measured for it too, in this run")
+    parser.add_argument("--import-repeats", type=int, default=3)
+    parser.add_argument("--invoice-age-days", type=int, default=None,
+                        help="invoices are sent over this many days before the bench date (default 540);"
+                             " 60 gives many open invoices not yet due")
     parser.add_argument("--decide-repeats", type=int, default=3)
     parser.add_argument("--history-days", type=int, default=365, help="nights the ledger history covers")
     parser.add_argument("--as-of", type=date.fromisoformat, default=date(2027, 6, 15))
@@ -236,7 +247,8 @@ def main(argv: list[str] | None = None) -> int:
     engine = db.engine_for(url)
     results["machine"] |= machine_speed(engine)
     log(f"machine: {describe_machine(results['machine'])}")
-    scale = gen.Scale(args.contracts, args.invoices, args.clients, as_of, args.history_days, args.seed)
+    scale = gen.Scale(args.contracts, args.invoices, args.clients, as_of, args.history_days, args.seed,
+                      args.invoice_age_days or gen.INVOICE_AGE_DAYS)
     log(f"building the data set in memory ({args.contracts:,} contracts, {args.invoices:,} invoices)")
     data = gen.build(scale)
     expected = data.expected
@@ -268,6 +280,11 @@ def main(argv: list[str] | None = None) -> int:
         results["prefect_server"] = {"api_url": api_url, "startup_seconds": round(server_seconds, 2)}
         log(f"SMTP sink on {sink.url} (pid {sink.pid}); Prefect server up in {server_seconds:.1f} s"
             " (not counted)")
+
+        log("imports: prefect alone, then the flow module, each in a fresh process")
+        phases.run("imports", measure.measure_imports, args.import_repeats)
+        if args.baseline_tree:
+            phases.run("imports_baseline", measure.measure_imports, args.import_repeats, args.baseline_tree)
 
         log("decide: extract + decide")
         if decide := phases.run("decide", measure.measure_decide, url, as_of, args.decide_repeats,
@@ -309,9 +326,18 @@ def main(argv: list[str] | None = None) -> int:
         log(f"naive night: row by row over {args.naive_fraction:.0%} of the source rows")
         before = sink.received
         if naive := phases.run("naive_night", measure.measure_naive_night, url, sink.url, as_of,
-                               args.naive_fraction):
+                               args.naive_fraction, True):
             checks.expect("naive night: the sink received what it sent",
                           sink.wait_for(before + naive["sent"]) - before, naive["sent"])
+            log("naive night again, as a process (sends nothing)")
+            before = sink.received
+            quiet = phases.run("naive_quiet_process", measure.measure_naive_process, url, sink.url, as_of)
+            if quiet:
+                checks.expect("naive quiet night: exit code", quiet["returncode"], 0)
+                checks.expect("naive quiet night: sent", quiet.get("sent"), 0)
+                time.sleep(0.5)
+                checks.expect("naive quiet night: the sink received nothing", sink.received - before, 0)
+        execute(url, "DELETE FROM dueflow_ledger WHERE flow_run_id = 'bench-naive'")
         gen.vacuum_analyze(engine, ("dueflow_ledger",))
 
         log("nightly run: steady night")
@@ -337,6 +363,18 @@ def main(argv: list[str] | None = None) -> int:
                           expected.renewal_due)
             time.sleep(0.5)
             checks.expect("repeat: the sink received nothing", sink.received - before, 0)
+        trees = [("quiet_process", None)] + ([("quiet_process_baseline", args.baseline_tree)]
+                                             if args.baseline_tree else [])
+        for _ in range(2):  # alternated, twice: the machine's noise hits both trees alike
+            for name, tree in trees:
+                log(f"nothing-new night as a process: `dueflow run` ({tree or 'working tree'})")
+                before = sink.received
+                run = phases.run(name + ("" if name not in results else "_2"), measure.measure_process_night,
+                                 as_of, tree)
+                if run:
+                    checks.expect(f"{name}: exit code", run["returncode"], 0)
+                    time.sleep(0.5)
+                    checks.expect(f"{name}: the sink received nothing", sink.received - before, 0)
         execute(url, "DELETE FROM dueflow_ledger WHERE as_of = :as_of", "TRUNCATE dueflow_quarantine",
                 params={"as_of": as_of})
 
@@ -449,6 +487,7 @@ def decide_figures(d: dict[str, Any]) -> list[Figure]:
 
 def reserve_figures(v: dict[str, Any]) -> list[Figure]:
     bulk_rate = v["keys"] / v["first_seconds"]
+    floor = v.get("floor_seconds")
     naive_rate = v["naive_keys"] / v["naive_first_seconds"]
     naive_rerun_rate = v["naive_keys"] / v["naive_rerun_seconds"]
     return [
@@ -457,6 +496,12 @@ def reserve_figures(v: dict[str, Any]) -> list[Figure]:
                ok=bulk_rate >= TARGETS["reserve_keys_per_second"],
                note=f"{v['keys']:,} candidates; a plain ANALYZE of the ledger takes "
                     f"{v.get('analyze_ledger_seconds', float('nan')):.2f} s"),
+        *([Figure("reserve floor: bare INSERT … SELECT … ON CONFLICT DO NOTHING", floor, v["keys"], "keys",
+                  note="the same rows from a temporary table into the ledger with its indexes; rolled back;"
+                       " median of 3"),
+           Figure("reserve vs floor (throughput)", value=f"{floor / v['first_seconds']:.0%}",
+                  target=f"≥ {TARGETS['reserve_vs_floor']:.0%}",
+                  ok=floor / v["first_seconds"] >= TARGETS["reserve_vs_floor"])] if floor else []),
         Figure("reserve: re-run (all conflicts)", v["rerun_seconds"], v["keys"], "keys",
                note=f"won {v['rerun_won']}"),
         Figure("reserve per row: first run", v["naive_first_seconds"], v["naive_keys"], "keys",
@@ -515,8 +560,46 @@ def night_figures(key: str, label: str, n: dict[str, Any]) -> list[Figure]:
     return figures
 
 
-def build_figures(results: dict[str, Any]) -> list[Figure]:
+def import_figures(results: dict[str, Any]) -> list[Figure]:
+    f = []
+    limit = TARGETS["import_above_prefect_seconds"]
+    for key, label in (("imports", ""), ("imports_baseline", " (baseline tree)")):
+        if i := ok_phase(results, key):
+            m, judged = i["median"], not label
+            f.append(Figure(f"import flow module above prefect{label}", value=f"+{i['above_prefect']:.2f} s",
+                            target=f"≤ {limit} s" if judged else "",
+                            ok=i["above_prefect"] <= limit if judged else None,
+                            note=f"fresh processes, median of {len(i['runs']['flow'])}: import prefect"
+                                 f" {m['prefect']:.2f} s, the flow module {m['flow']:.2f} s"))
+    return f
+
+
+def quiet_figures(results: dict[str, Any]) -> list[Figure]:
+    """The nothing-new night as processes: dueflow (this tree, the baseline) and naive."""
     f: list[Figure] = []
+    naive = ok_phase(results, "naive_quiet_process")
+    for key, label in (("quiet_process", "this tree"), ("quiet_process_baseline", "baseline tree")):
+        runs = [r for r in (ok_phase(results, key), ok_phase(results, key + "_2")) if r]
+        if not runs:
+            continue
+        best = min(r["seconds"] for r in runs)
+        f.append(Figure(f"nothing-new night, `dueflow run` process ({label})", best, None,
+                        note=f"best of {[r['seconds'] for r in runs]}; real Prefect server"))
+        if naive:
+            ratio = naive["seconds"] / best
+            target = key == "quiet_process"
+            f.append(Figure(f"  naive / dueflow, nothing-new night ({label})", value=f"{ratio:.2f}×",
+                            target=f"≥ {TARGETS['quiet_process_vs_naive']}×" if target else "",
+                            ok=ratio >= TARGETS["quiet_process_vs_naive"] if target else None))
+    if naive:
+        f.insert(0, Figure("naive nothing-new night, as a process", naive["seconds"],
+                           naive.get("rows_processed"), "rows",
+                           note=f"python -m bench.naive; ledger SELECTs {naive.get('ledger_selects', 0):,}"))
+    return f
+
+
+def build_figures(results: dict[str, Any]) -> list[Figure]:
+    f: list[Figure] = import_figures(results)
     if d := ok_phase(results, "decide"):
         f += decide_figures(d)
     if v := ok_phase(results, "reserve"):
@@ -543,9 +626,11 @@ def build_figures(results: dict[str, Any]) -> list[Figure]:
                              f"ledger SELECTs {nv['ledger_selects']:,}"))
         if st := ok_phase(results, "steady_night"):
             f.append(Figure("naive night vs dueflow steady night", value=f"{full / st['seconds']:.1f}×",
+                            target=f"≥ {TARGETS['steady_vs_naive']}×",
+                            ok=full / st["seconds"] >= TARGETS["steady_vs_naive"],
                             note=("" if nv["fraction"] >= 1 else f"EXTRAPOLATED to all rows: {full:,.0f} s; ")
                             + f"naive {full:.1f} s / dueflow {st['seconds']:.1f} s"))
-    return f
+    return f + quiet_figures(results)
 
 
 if __name__ == "__main__":
