@@ -1,0 +1,242 @@
+"""The forecast (issue 15) against the nightly run itself, on SQLite and PostgreSQL.
+
+The property: on random data and random rule parameters, the forecast made before a
+series of nights says, for each night D, exactly what a dry run on night D decides after
+real runs on every night before it — same keys, same recipients, same subjects — and the
+real run of night D then sends exactly those. The forecast writes nothing (ledger and
+quarantine unchanged, no email) and never calls the LLM (a real local OpenAI-compatible
+server counts the requests).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import date, timedelta
+from pathlib import Path
+from unittest import mock
+
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from prefect.client.orchestration import get_client
+
+from dueflow.blocks.settings import Settings
+from dueflow.flows.forecast import forecast_flow
+from dueflow.flows.nightly_alerts import nightly_alerts
+from dueflow.tasks.adapters import db
+from dueflow.tasks.forecast import forecast
+from tests import examples
+from tests.conftest import pg_schema
+from tests.factories import client, contract, insert, invoice, without_keys
+from tests.openai_server import openai_stub
+
+START = date(2027, 3, 1)
+NIGHTS = settings(max_examples=examples(6), deadline=None,
+                  suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
+                                         HealthCheck.data_too_large])
+PARAGRAPH = re.compile(r" \[(template|llm) paragraph\]$")
+
+
+@contextmanager
+def fresh_database(kind: str) -> Iterator[str]:
+    """An initialised, empty database of its own for one example, with the user's own kind
+    of source tables (no primary key: duplicated ids are possible, and quarantined)."""
+    if kind == "postgresql":
+        with pg_schema() as url:
+            db.init_db(db.engine_for(url))
+            without_keys(url, "contracts", "clients", "invoices")
+            yield url
+        return
+    folder = Path(tempfile.mkdtemp(prefix="dueflow-forecast-"))
+    url = f"sqlite:///{folder / 'dueflow.db'}"
+    db.init_db(db.engine_for(url))
+    without_keys(url, "contracts", "clients", "invoices")
+    try:
+        yield url
+    finally:
+        db.engine_for(url).dispose()
+
+
+def day(offset: int) -> date:
+    return START + timedelta(days=offset)
+
+
+@st.composite
+def source_rows(draw: st.DrawFn) -> dict[str, list[dict]]:
+    """Contracts, clients and invoices around START: renewals inside and outside the leads,
+    invoices at every dunning step's distance, and the kinds of bad rows the rules quarantine
+    (bad address, unknown currency, missing dates, duplicated ids, missing clients)."""
+    contracts = []
+    for n in range(draw(st.integers(0, 8))):
+        cid = draw(st.sampled_from([f"c{n}", f"c{n}", "c-dup"]))
+        renewal = draw(st.one_of(st.none(), st.integers(-3, 18).map(day)))
+        contracts.append(contract(
+            cid, renewal,
+            status=draw(st.sampled_from(["active", "active", "active", "cancelled", "on hold"])),
+            notify_email=draw(st.sampled_from([f"{cid}@example.com", "owner@example.com", "not-an-address"])),
+            currency=draw(st.sampled_from(["EUR", "EUR", "USD", "XYZ"])), vendor=f"Vendor {n}"))
+    clients = [client(f"cl{n}", locale=draw(st.sampled_from(["en", "es"])),
+                      paused=draw(st.booleans()))
+               for n in range(3)]
+    invoices = []
+    for n in range(draw(st.integers(0, 8))):
+        sent = draw(st.one_of(st.none(), st.integers(-25, 2)))
+        hour = draw(st.integers(0, 23))
+        sent_at = None if sent is None else f"{day(sent).isoformat()}T{hour:02d}:30:00+00:00"
+        invoices.append(invoice(
+            draw(st.sampled_from([f"i{n}", f"i{n}", "i-dup"])),
+            draw(st.sampled_from(["cl0", "cl0", "cl1", "cl2", "cl-missing"])), sent_at,
+            status=draw(st.sampled_from(["sent", "sent", "sent", "draft", "void"])),
+            due_date=day(draw(st.integers(-20, 5))).isoformat(),
+            amount=draw(st.sampled_from(["980.40", "15.00", None]))))
+    return {"contracts": contracts, "clients": clients, "invoices": invoices}
+
+
+def would_send(summary) -> dict[str, tuple[str, str]]:
+    rows = summary.rows[summary.rows["status"] == "would send"]
+    return {k: (r, PARAGRAPH.sub("", d)) for k, r, d in zip(rows["key"], rows["recipient"], rows["detail"],
+                                                              strict=True)}
+
+
+def sent_keys(summary) -> set[str]:
+    return set(summary.rows.loc[summary.rows["status"] == "sent", "key"])
+
+
+def ledger_snapshot(url: str) -> tuple[list, list]:
+    engine = db.engine_for(url)
+    ledger = db.read_frame(engine, "SELECT * FROM dueflow_ledger ORDER BY key", {})
+    quarantine = db.read_frame(engine, "SELECT * FROM dueflow_quarantine ORDER BY job, source_id, reason", {})
+    return ledger.astype(str).values.tolist(), quarantine.astype(str).values.tolist()
+
+
+@pytest.mark.parametrize("kind", ["sqlite", pytest.param("postgresql", marks=pytest.mark.pg)])
+@NIGHTS
+@given(rows=source_rows(),
+       leads=st.lists(st.integers(0, 9), min_size=1, max_size=3, unique=True),
+       delays=st.lists(st.integers(1, 3), min_size=3, max_size=3),
+       start=st.sampled_from(["sent", "due"]),
+       escalation=st.booleans(),
+       earlier_nights=st.integers(0, 2),
+       nights=st.integers(2, 5))
+def test_forecast_of_night_d_is_what_a_dry_run_on_d_decides_after_real_runs_before_it(
+        kind, rows, leads, delays, start, escalation, earlier_nights, nights, prefect_server, tmp_path):
+    params = {"renewal_leads": leads, "dunning_delays": delays, "dunning_start": start}
+    outbox = tmp_path / uuid.uuid4().hex
+    with fresh_database(kind) as url, mock.patch.dict(os.environ, {
+            "DUEFLOW_DATABASE_URL": url, "DUEFLOW_MAIL_URL": f"file://{outbox}",
+            "DUEFLOW_MAIL_FROM": "alerts@corp.example", "DUEFLOW_TIMEZONE": "Europe/Madrid",
+            "DUEFLOW_RUN_LOCK": "off",
+            **({"DUEFLOW_ESCALATION_TO": "collections@corp.example"} if escalation else {})}):
+        os.environ.pop("OPENAI_API_KEY", None)
+        if not escalation:
+            os.environ.pop("DUEFLOW_ESCALATION_TO", None)
+        for table in ("contracts", "clients", "invoices"):
+            insert(url, table, rows[table])
+        for offset in range(-earlier_nights, 0):  # a ledger with a history before the forecast
+            nightly_alerts(as_of=day(offset), **params)
+        before = ledger_snapshot(url)
+        mailed = sorted(outbox.glob("*.eml")) if outbox.exists() else []
+
+        predicted = forecast(START, nights, renewal_leads=leads, dunning_delays=delays, dunning_start=start)
+
+        assert ledger_snapshot(url) == before  # the forecast wrote nothing…
+        assert (sorted(outbox.glob("*.eml")) if outbox.exists() else []) == mailed  # …and sent nothing
+        assert set(predicted["night"]) <= {day(n) for n in range(nights)}
+        assert not predicted["key"].duplicated().any()
+        for n in range(nights):
+            night = predicted[predicted["night"] == day(n)]
+            expected = {k: (r, s) for k, r, s in zip(night["key"], night["recipient"], night["subject"],
+                                                     strict=True)}
+            dry = nightly_alerts(as_of=day(n), dry_run=True, **params)
+            assert would_send(dry) == expected, f"night {day(n)}"
+            real = nightly_alerts(as_of=day(n), **params)
+            assert sent_keys(real) == set(expected), f"night {day(n)}"
+
+
+def seed(url: str) -> None:
+    insert(url, "contracts", [contract("c-30", START + timedelta(days=31)),  # 30d due on START+1
+                              contract("c-bad", START + timedelta(days=10), notify_email="nope")])
+    insert(url, "clients", [client("cl-es", locale="es")])
+    insert(url, "invoices", [invoice("inv-1", "cl-es",
+                                     (START - timedelta(days=6)).isoformat() + "T10:00:00+00:00")])
+
+
+def test_forecast_command_prints_each_night_and_changes_nothing(db_url, dueflow_cli, tmp_path):
+    seed(db_url)
+    env = {"DUEFLOW_DATABASE_URL": db_url, "DUEFLOW_MAIL_URL": f"file://{tmp_path / 'outbox'}"}
+    before = ledger_snapshot(db_url)
+
+    table = dueflow_cli("forecast", "--from", START.isoformat(), "--days", "14", env=env)
+    assert table.returncode == 0, table.stderr
+    lines = table.stdout.splitlines()
+    assert lines[0].split() == ["night", "job", "step", "recipient", "name", "amount", "currency", "subject"]
+    assert any(line.startswith("2027-03-02  renewal  30d") for line in lines)
+    assert "4 email(s) in the 14 night(s) from 2027-03-01 (renewal: 2, dunning: 2)." in table.stdout
+    assert "nothing was written or sent" in table.stdout
+
+    out = dueflow_cli("forecast", "--from", START.isoformat(), "--days", "14", "--format", "json", env=env)
+    records = [json.loads(line) for line in out.stdout.splitlines()]
+    assert [(r["night"], r["key"]) for r in records] == [
+        ("2027-03-01", "renewal/c-30/2027-04-01/60d"),    # 31 days left: the 60-day lead
+        ("2027-03-02", "renewal/c-30/2027-04-01/30d"),
+        ("2027-03-02", "dunning/inv-1/REMINDED_1"),       # sent 6 days before START: 7 days on START+1
+        ("2027-03-07", "dunning/inv-1/REMINDED_2"),       # 5 days after REMINDED_1
+    ]  # OVERDUE on 03-14 is quarantined (no DUEFLOW_ESCALATION_TO); the 15d lead is on 03-17
+    reminder = next(r for r in records if r["key"] == "dunning/inv-1/REMINDED_1")
+    assert reminder["recipient"] == "cl-es@clients.example" and reminder["name"] == "Client cl-es"
+    assert reminder["amount"] == "980.40" and reminder["currency"] == "EUR" and reminder["subject"]
+
+    csv = dueflow_cli("forecast", "--from", START.isoformat(), "--days", "2", "--format", "csv", env=env)
+    assert csv.stdout.splitlines()[0] == "night,job,key,step,recipient,name,amount,currency,subject"
+    assert len(csv.stdout.splitlines()) == 4  # the header, 60d on 03-01, 30d and REMINDED_1 on 03-02
+
+    assert ledger_snapshot(db_url) == before
+    assert not (tmp_path / "outbox").exists()
+    bad = dueflow_cli("forecast", "--days", "0", env=env)
+    assert bad.returncode == 2 and "invalid number of nights '0'" in bad.stderr
+
+
+def test_forecast_never_asks_the_llm(db_url, monkeypatch):
+    seed(db_url)
+    with openai_stub() as stub:
+        env = {"DUEFLOW_DATABASE_URL": db_url, "OPENAI_API_KEY": "sk-test", "OPENAI_BASE_URL": stub.base_url}
+        rows = forecast(START, 10, settings=Settings.from_env(env))
+        assert "dunning/inv-1/REMINDED_1" in set(rows["key"])
+        assert stub.requests == []
+
+
+def test_forecast_flow_publishes_a_table_artifact(db_url, prefect_server, monkeypatch):
+    seed(db_url)
+    monkeypatch.setenv("DUEFLOW_DATABASE_URL", db_url)
+    rows = forecast_flow(start=START, days=3)
+    assert list(rows["key"]) == ["renewal/c-30/2027-04-01/60d", "renewal/c-30/2027-04-01/30d",
+                                 "dunning/inv-1/REMINDED_1"]
+    with get_client(sync_client=True) as prefect:
+        from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+
+        artifacts = prefect.read_artifacts(artifact_filter=ArtifactFilter(
+            key=ArtifactFilterKey(any_=["dueflow-forecast"])))
+    latest = max(artifacts, key=lambda a: a.created)
+    table = latest.data if isinstance(latest.data, list) else json.loads(latest.data)
+    assert {row["key"] for row in table} >= set(rows["key"])
+    assert "3 email(s) would go out" in (latest.description or "")
+    assert db.read_frame(db.engine_for(db_url), "SELECT count(*) AS n FROM dueflow_ledger", {})["n"][0] == 0
+
+
+def test_forecast_matches_the_decision_frame_types(db_url):
+    seed(db_url)
+    rows = forecast(START, 2, settings=Settings.from_env({"DUEFLOW_DATABASE_URL": db_url}))
+    assert list(rows.columns) == ["night", "job", "key", "step", "recipient", "name", "amount", "currency",
+                                  "subject"]
+    assert isinstance(rows["night"].iloc[0], date)
+    empty = forecast(START - timedelta(days=400), 1,
+                     settings=Settings.from_env({"DUEFLOW_DATABASE_URL": db_url}))
+    assert empty.empty and list(empty.columns) == list(rows.columns)
+    assert pd.api.types.is_object_dtype(empty["night"])
