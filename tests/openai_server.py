@@ -9,6 +9,8 @@ Scripted per test through `behaviour`:
 - "refusal": a message with `refusal` set and no content;
 - a callable taking the request body (dict) and returning the assistant content.
 
+GET /v1/models lists `models` (what `dueflow check` asks; counted in `model_lists`).
+
 It records every request body in `requests` (and headers, lower-cased, in `headers`), and the
 highest number of requests in flight at once in `max_in_flight`. Set `barrier`
 to a threading.Barrier(n) to hold requests until n are in flight together, and
@@ -45,6 +47,8 @@ class OpenAIStub:
         self.barrier: threading.Barrier | None = None
         self.hold = 0.0  # seconds a request stays in flight after the barrier released it
         self.requests: list[dict[str, Any]] = []
+        self.models: list[str] = ["gpt-4o-mini", "local-model"]
+        self.model_lists = 0
         self.headers: list[dict[str, str]] = []
         self.in_flight = 0
         self.max_in_flight = 0
@@ -127,6 +131,16 @@ class _Handler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: Any) -> None:  # keep test output quiet
         pass
+
+    def do_GET(self) -> None:
+        stub: OpenAIStub = self.server.stub  # type: ignore[attr-defined]
+        if self.path.rstrip("/") != "/v1/models":
+            self._send(404, _error(f"no route {self.path}", "invalid_request_error"), {})
+            return
+        with stub.lock:
+            stub.model_lists += 1
+        self._send(200, {"object": "list", "data": [
+            {"id": name, "object": "model", "created": 0, "owned_by": "stub"} for name in stub.models]}, {})
 
     def do_POST(self) -> None:
         stub: OpenAIStub = self.server.stub  # type: ignore[attr-defined]

@@ -178,6 +178,20 @@ class SmtpTransport(Transport):
             conn.login(cfg.username, cfg.password or "")
         return conn
 
+    def handshake(self) -> str:
+        """Connect, EHLO, STARTTLS and log in exactly as a send does, then offer the sender
+        (MAIL FROM) and take it back (RSET): no message is sent (`dueflow check`). Returns
+        the server's reply to MAIL FROM; raises what connecting or logging in raises."""
+        conn = self._connect()
+        try:
+            code, reply = conn.mail(self.sender.address)
+            conn.rset()
+            return _smtp_text(code, reply)
+        finally:
+            with contextlib.suppress(smtplib.SMTPException, OSError):
+                conn.quit()
+            conn.close()
+
     def _drop(self) -> None:
         if self._conn is not None:
             try:

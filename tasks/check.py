@@ -1,0 +1,384 @@
+"""`dueflow check`: is this environment set up right before tonight's run?
+
+Each item is checked the way a run would use it, and nothing is written or sent:
+
+- settings: every variable parses (time zone, sender, escalation address, lock timeout);
+- Prefect: the API answers when PREFECT_API_URL is set, and the blocks named load;
+- database: reachable, and the tables and columns a run needs are there;
+- mail: connect, EHLO, STARTTLS or TLS and login as configured, then MAIL FROM and RSET
+  (the server's answer to the sender, without a message); a file outbox must be writable;
+- LLM: when configured, the endpoint lists its models (no drafting) and offers the model;
+- templates: every email kind renders in every locale with sample values, from sample rows
+  decided by the same rules as real ones, into a well-formed wire message.
+
+One `Check` per item: ok, or a problem and how to fix it. No secret is ever in the text:
+URLs are shown with `***` for passwords, and every password and key is scrubbed.
+"""
+
+from __future__ import annotations
+
+import os
+import smtplib
+import ssl
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from datetime import date, timedelta
+from pathlib import Path
+
+import pandas as pd
+
+from dueflow.blocks.settings import ConfigError, Settings, redact_url
+from dueflow.tasks.core import defaults
+from dueflow.tasks.core.addresses import Mailbox
+from dueflow.tasks.core.decide import due_dunning_steps, due_renewal_alerts
+from dueflow.tasks.core.llm_guard import DRAFTED_STEPS, reminders, template_draft
+from dueflow.tasks.core.locales import SUPPORTED_LOCALES
+from dueflow.tasks.core.message import message_bytes
+from dueflow.tasks.core.render import Composed, EmailLook, compose_dunning_emails, compose_renewal_alerts
+
+TIMEOUT = 10.0  # seconds for each network check
+SAMPLE_ESCALATION = "escalations@example.com"
+
+
+@dataclass(frozen=True)
+class Check:
+    """One item: ok, or a problem with its fix."""
+
+    item: str
+    ok: bool
+    detail: str
+    fix: str | None = None
+
+    def line(self) -> str:
+        text = f"{'ok' if self.ok else 'problem':<8} {self.item}: {self.detail}"
+        return text + (f" — fix: {self.fix}" if self.fix and not self.ok else "")
+
+
+def _reason(exc: BaseException) -> str:
+    text = str(getattr(exc, "orig", None) or exc).strip()
+    return (text.splitlines()[0] if text else type(exc).__name__)[:300]
+
+
+# -- settings ---------------------------------------------------------------------------------
+
+# Each variable alone, through the same parsing as a run: one line per bad variable.
+VARIABLES = ("DUEFLOW_TIMEZONE", "DUEFLOW_MAIL_FROM", "DUEFLOW_ESCALATION_TO", "DUEFLOW_DB_LOCK_TIMEOUT")
+
+
+def check_settings(env: dict[str, str]) -> tuple[list[Check], Settings | None]:
+    """The variables, each checked alone; and the settings when all are usable."""
+    problems = []
+    for name in VARIABLES:
+        if not env.get(name):
+            continue
+        try:
+            Settings.from_env({name: env[name]})
+        except ConfigError as exc:
+            problems.append(Check(f"setting {name}", False, str(exc), f"correct or unset {name}"))
+    if problems:
+        return problems, None
+    settings = Settings.from_env(env)
+    escalation = settings.escalation_address()
+    checks = [Check("settings", True, f"time zone {settings.timezone} (today {settings.today()}),"
+                    f" sender {settings.sender().address}")]
+    if escalation is None:
+        checks.append(Check("setting DUEFLOW_ESCALATION_TO", False,
+                            "not set: OVERDUE escalations are quarantined until it is",
+                            "set DUEFLOW_ESCALATION_TO=collections@yourcompany.example"))
+    else:
+        checks.append(Check("setting DUEFLOW_ESCALATION_TO", True, f"escalations go to {escalation}"))
+    return checks, settings
+
+
+# -- Prefect ----------------------------------------------------------------------------------
+
+def check_prefect(env: dict[str, str]) -> Check:
+    api = (env.get("PREFECT_API_URL") or "").strip()
+    if not api:
+        return Check("Prefect API", True, "PREFECT_API_URL not set: each run starts a temporary"
+                     " local server (set it to see runs in a Prefect UI)")
+    import httpx
+
+    key = (env.get("PREFECT_API_KEY") or "").strip()
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    fix = "start it (`prefect server start`) or correct PREFECT_API_URL"
+    try:
+        with httpx.Client(base_url=api.rstrip("/"), headers=headers, timeout=TIMEOUT) as client:
+            health = client.get("/health")
+            version = client.get("/admin/version") if health.status_code == 200 else None
+    except httpx.HTTPError as exc:
+        return Check("Prefect API", False, f"{api} does not answer: {_reason(exc)}", fix)
+    if health.status_code in (401, 403):
+        return Check("Prefect API", False, f"{api} refuses this client (HTTP {health.status_code})",
+                     "check PREFECT_API_KEY")
+    if health.status_code != 200:
+        return Check("Prefect API", False, f"{api}/health answered HTTP {health.status_code}", fix)
+    server = version.json() if version is not None and version.status_code == 200 else "unknown"
+    return Check("Prefect API", True, f"{api} answers (server {server})")
+
+
+def check_blocks(settings: Settings) -> tuple[Check | None, Settings]:
+    """The Prefect blocks the settings name, loaded: the settings a run would use."""
+    named = [n for n in (settings.database_block, settings.mail_block, settings.llm_block) if n]
+    if not named:
+        return None, settings
+    try:
+        loaded = settings.with_blocks()
+    except Exception as exc:
+        return Check("Prefect blocks", False, _reason(exc),
+                     "create the block (`prefect block register -m dueflow.blocks.prefect_blocks`,"
+                     " then in the UI) or correct DUEFLOW_*_BLOCK"), settings
+    return Check("Prefect blocks", True, "loaded " + ", ".join(named)), loaded
+
+
+# -- database ---------------------------------------------------------------------------------
+
+def check_database(settings: Settings) -> Check:
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from dueflow.tasks.adapters import db
+
+    where = redact_url(settings.database_url)
+    item = f"database {where}"
+    try:
+        engine = db.engine_for(settings.database_url, settings.db_lock_timeout)
+    except ConfigError as exc:
+        return Check(item, False, str(exc), "correct DUEFLOW_DATABASE_URL")
+    path = engine.url.database if engine.dialect.name == "sqlite" else None
+    if path and path != ":memory:" and not Path(path).exists():  # connecting would create it
+        return Check(item, False, f"the file {path} does not exist", "run `dueflow init-db`")
+    try:
+        problems = db.schema_problems(engine)
+    except SQLAlchemyError as exc:
+        return Check(item, False, f"cannot connect: {_reason(exc)}",
+                     "check DUEFLOW_DATABASE_URL (host, port, user, password) and that the server runs")
+    if problems:
+        return Check(item, False, "not ready: " + "; ".join(problems),
+                     "run `dueflow init-db` (it creates what is missing)")
+    return Check(item, True, "reachable, schema ready")
+
+
+# -- mail -------------------------------------------------------------------------------------
+
+def _writable_folder(directory: Path) -> Check:
+    item = f"mail to the folder {directory}/"
+    existing = directory
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        return Check(item, False, f"{existing} is not a folder", "point DUEFLOW_MAIL_URL at a folder")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        return Check(item, False, f"{existing} is not writable by this user",
+                     "make it writable or point DUEFLOW_MAIL_URL elsewhere")
+    made = "" if existing == directory else " (created by the first run)"
+    return Check(item, True, f"writable{made}")
+
+
+def check_mail(settings: Settings) -> Check:
+    from dueflow.tasks.adapters.mail import SmtpTransport, parse_mail_url
+
+    try:
+        config = parse_mail_url(settings.mail_url)
+    except ConfigError as exc:
+        return Check("mail", False, str(exc), "correct DUEFLOW_MAIL_URL")
+    if config.scheme == "file":
+        assert config.directory is not None
+        return _writable_folder(config.directory)
+    item = f"mail server {config.describe()}"
+    steps = ["TLS"] if config.scheme == "smtps" else []
+    steps += ["EHLO"] + (["STARTTLS"] if config.scheme == "smtp+starttls" else [])
+    steps += [f"login as {config.username}"] if config.username else []
+    transport = SmtpTransport(replace(config, timeout=min(config.timeout, TIMEOUT)), settings.sender())
+    fix_url = "check the host and port in DUEFLOW_MAIL_URL and that the server runs"
+    try:
+        reply = transport.handshake()
+    except smtplib.SMTPAuthenticationError as exc:
+        return Check(item, False, f"login refused: {exc.smtp_code} {_smtp_error(exc)}",
+                     "check the user and password in DUEFLOW_MAIL_URL")
+    except smtplib.SMTPNotSupportedError as exc:
+        return Check(item, False, f"the server does not offer what the URL asks: {_reason(exc)}",
+                     "use smtp+starttls:// only where the server offers STARTTLS, and a user only"
+                     " where it offers AUTH")
+    except ssl.SSLCertVerificationError as exc:
+        return Check(item, False, f"its TLS certificate is not trusted: {exc.verify_message}",
+                     "add ?cafile=/path/to/ca.pem to DUEFLOW_MAIL_URL for a private CA,"
+                     " or fix the server's certificate")
+    except ssl.SSLError as exc:
+        return Check(item, False, f"TLS handshake failed: {_reason(exc)}",
+                     "smtps:// is TLS from the first byte (port 465); smtp+starttls:// upgrades a"
+                     " plain connection (port 587): use the one the server speaks")
+    except TimeoutError:
+        return Check(item, False, f"no answer within {TIMEOUT:g} s", fix_url)
+    except (smtplib.SMTPException, OSError) as exc:
+        return Check(item, False, f"cannot connect: {_reason(exc)}", fix_url)
+    if not reply.startswith("250"):
+        return Check(item, False, f"{', '.join(steps)} ok, but the server refuses the sender"
+                     f" {settings.sender().address}: {reply}",
+                     "give DUEFLOW_MAIL_URL the user and password the server wants, or set"
+                     " DUEFLOW_MAIL_FROM to an address it accepts")
+    return Check(item, True, f"{', '.join(steps)} ok; sender {settings.sender().address}"
+                 " accepted (nothing sent)")
+
+
+def _smtp_error(exc: smtplib.SMTPResponseException) -> str:
+    error = exc.smtp_error
+    return (error.decode(errors="replace") if isinstance(error, bytes) else str(error)).strip()
+
+
+# -- LLM --------------------------------------------------------------------------------------
+
+def check_llm(settings: Settings) -> Check:
+    llm = settings.llm
+    if llm is None:
+        return Check("LLM", True, "off (no OPENAI_API_KEY): reminders use the template paragraph")
+    import openai
+
+    where = llm.base_url or "the OpenAI API"
+    item = f"LLM {where}"
+    client = openai.OpenAI(api_key=llm.api_key, base_url=llm.base_url, timeout=TIMEOUT, max_retries=0)
+    try:
+        models = sorted(model.id for model in client.models.list())
+    except openai.AuthenticationError as exc:
+        return Check(item, False, f"the API key is refused (HTTP {exc.status_code})",
+                     "check OPENAI_API_KEY (or the DueflowLLM block)")
+    except openai.APIStatusError as exc:
+        return Check(item, False, f"listing the models failed: HTTP {exc.status_code}",
+                     "check OPENAI_BASE_URL: it should end in /v1 for most OpenAI-compatible servers")
+    except openai.APIConnectionError as exc:
+        cause = exc.__cause__ or exc
+        return Check(item, False, f"unreachable: {_reason(cause)}",
+                     "check OPENAI_BASE_URL and that the server runs")
+    finally:
+        client.close()
+    if llm.model not in models:
+        offered = ", ".join(models[:8]) + (" …" if len(models) > 8 else "") or "none"
+        return Check(item, False, f"the model {llm.model} is not offered (offered: {offered})",
+                     "set DUEFLOW_LLM_MODEL to one the endpoint offers")
+    return Check(item, True, f"reachable; model {llm.model} offered (nothing drafted)")
+
+
+# -- templates --------------------------------------------------------------------------------
+
+def sample_emails(sender: Mailbox, escalation_to: str, today: date,
+                  look: EmailLook | None = None) -> Composed:
+    """Every kind of email in every locale, from sample source rows decided by the rules:
+    a renewal alert per locale, both reminders per client locale, and the escalation."""
+    contracts = pd.DataFrame([{
+        "id": "sample-contract", "vendor": "Sample Vendor", "title": "Sample service", "amount": "1250.50",
+        "currency": "EUR", "renewal_date": (today + timedelta(days=30)).isoformat(),
+        "notify_email": "owner@example.com", "status": "active"}])
+    no_history = pd.DataFrame(columns=["subject_id", "cycle", "handled_rank"])
+    renewal = due_renewal_alerts(contracts, no_history, today, defaults.RENEWAL_LEADS).due
+    composed = Composed()
+    for locale in SUPPORTED_LOCALES:
+        composed += compose_renewal_alerts(renewal, locale, sender, look)
+
+    clients = pd.DataFrame([{"id": f"client-{locale}", "name": f"Sample Client ({locale})",
+                             "email": f"ap-{locale}@example.com", "locale": locale,
+                             "notes": None, "dunning_paused": False} for locale in SUPPORTED_LOCALES])
+    sent_at = (today - timedelta(days=60)).isoformat() + "T09:00:00+00:00"
+    invoices, history = [], []
+    for locale in SUPPORTED_LOCALES:
+        for rank in range(3):  # no step yet, REMINDED_1 sent, REMINDED_2 sent
+            invoice_id = f"sample-{locale}-{rank}"
+            invoices.append({"id": invoice_id, "client_id": f"client-{locale}", "number": f"S-{rank}",
+                             "amount": "980.40", "currency": "EUR", "status": "sent",
+                             "sent_at": sent_at, "due_date": (today - timedelta(days=30)).isoformat(),
+                             "paid_at": None})
+            history += [{"subject_id": invoice_id, "step": step, "step_rank": n + 1,
+                         "as_of": (today - timedelta(days=20)).isoformat(), "attempt_as_of": None,
+                         "status": "sent"} for n, step in enumerate(DRAFTED_STEPS[:rank])]
+    steps = pd.DataFrame(history, columns=["subject_id", "step", "step_rank", "as_of", "attempt_as_of",
+                                           "status"])
+    due = due_dunning_steps(pd.DataFrame(invoices), clients, steps, today,
+                            escalation_to=escalation_to).due
+    drafts = {r.key: template_draft(r, "dueflow check") for r in reminders(due)}
+    return composed + compose_dunning_emails(due, steps, sender, drafts, today, look)
+
+
+def check_templates(settings: Settings) -> Check:
+    sender = settings.sender()
+    try:
+        composed = sample_emails(sender, settings.escalation_address() or SAMPLE_ESCALATION,
+                                 settings.today(), settings.email_look())
+        failures = list(composed.failures)
+        for email in composed.emails:
+            try:
+                message_bytes(email, sender)
+            except ValueError as exc:
+                failures.append((email.key, f"not a valid message: {exc}"))
+    except Exception as exc:  # a broken template environment, a missing file
+        failures = [("templates", _reason(exc))]
+        composed = Composed()
+    expected = 4 * len(SUPPORTED_LOCALES)  # a renewal alert, two reminders, an escalation
+    if failures:
+        return Check("templates", False, "; ".join(f"{key}: {why}" for key, why in failures[:3]),
+                     "fix the template named (tasks/templates/)")
+    if len(composed.emails) != expected:
+        return Check("templates", False,
+                     f"{len(composed.emails)} sample emails rendered, expected {expected}",
+                     "the sample rows no longer cover every step: update tasks/check.py")
+    kinds = (f"renewal alert and reminders 1 and 2 in {', '.join(SUPPORTED_LOCALES)},"
+             " the escalation")
+    return Check("templates", True, f"{len(composed.emails)} sample emails render ({kinds})")
+
+
+# -- all --------------------------------------------------------------------------------------
+
+def _secrets(settings: Settings | None, env: dict[str, str]) -> list[str]:
+    from urllib.parse import unquote, urlsplit
+
+    values = [env.get("OPENAI_API_KEY", ""), env.get("PREFECT_API_KEY", "")]
+    urls = [env.get("DUEFLOW_DATABASE_URL", ""), env.get("DUEFLOW_MAIL_URL", "")]
+    if settings is not None:
+        urls += [settings.database_url, settings.mail_url]
+        values.append(settings.llm.api_key if settings.llm else "")
+    for url in urls:
+        try:
+            password = urlsplit(url).password
+        except ValueError:
+            password = None
+        if password:
+            values += [password, unquote(password)]
+    return [v for v in values if v and len(v) >= 3]
+
+
+def scrub(text: str, secrets: list[str]) -> str:
+    for secret in sorted(secrets, key=len, reverse=True):
+        text = text.replace(secret, "***")
+    return text
+
+
+def run_checks(env: dict[str, str] | None = None,
+               on_result: Callable[[Check], None] = lambda check: None) -> list[Check]:
+    """Every check, in order; `on_result` sees each as soon as it is known. Secrets are
+    scrubbed from every line."""
+    env = dict(os.environ if env is None else env)
+    results: list[Check] = []
+    settings: Settings | None = None
+
+    def done(check: Check | None) -> None:
+        if check is None:
+            return
+        clean = Check(check.item, check.ok, scrub(check.detail, _secrets(settings, env)),
+                      scrub(check.fix, _secrets(settings, env)) if check.fix else None)
+        results.append(clean)
+        on_result(clean)
+
+    settings_checks, settings = check_settings(env)
+    for check in settings_checks:
+        done(check)
+    done(check_prefect(env))
+    if settings is None:
+        done(Check("database, mail, LLM, templates", False, "not checked: the settings above are not"
+                   " usable", "fix the settings above, then run `dueflow check` again"))
+        return results
+    block_check, settings = check_blocks(settings)
+    done(block_check)
+    for check in (check_database, check_mail, check_llm, check_templates):
+        try:
+            done(check(settings))
+        except Exception as exc:  # a check must report, never crash the others
+            done(Check(check.__name__.removeprefix("check_"), False,
+                       f"the check itself failed: {_reason(exc)}"))
+    return results

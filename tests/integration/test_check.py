@@ -1,0 +1,185 @@
+"""`dueflow check` against real parts: a SQLite file, aiosmtpd with STARTTLS or implicit TLS
+and a login (a private CA), a local OpenAI-compatible server, and the session's Prefect
+server. Every item ok exits 0; each broken part is one `problem` line with its fix, the
+rest still checked; nothing is sent, nothing is drafted, no password is printed."""
+
+from __future__ import annotations
+
+import datetime as dt
+import ipaddress
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+
+from dueflow.tasks.adapters import db
+from tests.openai_server import OpenAIStub, openai_stub
+from tests.smtp_server import SmtpSink, free_port
+
+USER, PASSWORD = "alerts@corp.example", "s3cr=t:pw"
+QUOTED = "alerts%40corp.example:s3cr%3Dt%3Apw"
+
+
+@pytest.fixture(scope="module")
+def certificate(tmp_path_factory) -> Path:
+    """A self-signed certificate for 127.0.0.1 (its own CA), key included."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = dt.datetime.now(dt.UTC)
+    cert = (
+        x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(days=1)).not_valid_after(now + dt.timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+                       critical=False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    path = tmp_path_factory.mktemp("tls") / "server.pem"
+    path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                       serialization.NoEncryption())
+                     + cert.public_bytes(serialization.Encoding.PEM))
+    return path
+
+
+@pytest.fixture(params=["starttls", "ssl"])
+def tls_sink(request, certificate) -> Iterator[SmtpSink]:
+    sink = SmtpSink(tls=request.param, login=(USER, PASSWORD), certfile=str(certificate))
+    sink.start()
+    try:
+        yield sink
+    finally:
+        sink.stop()
+
+
+@pytest.fixture
+def llm() -> Iterator[OpenAIStub]:
+    with openai_stub() as stub:
+        yield stub
+
+
+@pytest.fixture
+def ready_db(tmp_path) -> Iterator[str]:
+    url = f"sqlite:///{tmp_path / 'dueflow.db'}"
+    db.init_db(db.engine_for(url))
+    yield url
+    db.engine_for(url).dispose()
+
+
+def mail_url(sink: SmtpSink, certificate: Path, credentials: str = QUOTED, trusted: bool = True) -> str:
+    scheme = "smtps" if sink.tls == "ssl" else "smtp+starttls"
+    return f"{scheme}://{credentials}@127.0.0.1:{sink.port}" + (f"?cafile={certificate}" if trusted else "")
+
+
+def lines(stdout: str) -> dict[str, str]:
+    """Each item's line, by the item's name."""
+    out = {}
+    for line in stdout.splitlines():
+        status, _, rest = line.partition(" ")
+        if status in ("ok", "problem"):
+            out[rest.strip().partition(": ")[0]] = f"{status} {rest.strip()}"
+    return out
+
+
+def test_everything_set_up_is_all_ok_and_nothing_is_sent_or_drafted(
+        dueflow_cli, ready_db, tls_sink, certificate, llm, prefect_server):
+    env = {"DUEFLOW_DATABASE_URL": ready_db, "DUEFLOW_MAIL_URL": mail_url(tls_sink, certificate),
+           "DUEFLOW_MAIL_FROM": USER, "DUEFLOW_ESCALATION_TO": "collections@corp.example",
+           "OPENAI_API_KEY": "sk-check-key", "OPENAI_BASE_URL": llm.base_url,
+           "DUEFLOW_LLM_MODEL": "local-model", "PREFECT_API_URL": prefect_server}
+    result = dueflow_cli("check", env=env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    items = lines(result.stdout)
+    assert all(line.startswith("ok ") for line in items.values()), result.stdout
+    assert result.stdout.rstrip().endswith(f"all {len(items)} checks ok")
+    tls = "TLS, EHLO" if tls_sink.tls == "ssl" else "EHLO, STARTTLS"
+    assert f"{tls}, login as {USER} ok; sender {USER} accepted (nothing sent)" in result.stdout
+    assert "reachable, schema ready" in items[f"database {ready_db}"]
+    assert "model local-model offered" in result.stdout
+    assert f"Prefect API: {prefect_server} answers" in result.stdout
+    assert "8 sample emails render" in items["templates"]
+    assert tls_sink.messages == [] and tls_sink.data_seen == []
+    assert llm.model_lists == 1 and llm.requests == []  # listed the models, drafted nothing
+    assert PASSWORD not in result.stdout + result.stderr and "sk-check-key" not in result.stdout
+
+
+def test_each_broken_part_is_one_problem_with_its_fix(dueflow_cli, tmp_path, tls_sink, certificate, llm):
+    llm.models = ["some-other-model"]
+    dead = free_port()
+    env = {"DUEFLOW_DATABASE_URL": f"sqlite:///{tmp_path / 'missing.db'}",
+           "DUEFLOW_MAIL_URL": mail_url(tls_sink, certificate, credentials="alerts%40corp.example:wrong-pw"),
+           "DUEFLOW_MAIL_FROM": USER, "OPENAI_API_KEY": "sk-check-key", "OPENAI_BASE_URL": llm.base_url,
+           "PREFECT_API_URL": f"http://127.0.0.1:{dead}/api"}
+    result = dueflow_cli("check", env=env)
+    assert result.returncode == 1
+    items = lines(result.stdout)
+    database = items[f"database sqlite:///{tmp_path / 'missing.db'}"]
+    assert database.startswith("problem") and "does not exist — fix: run `dueflow init-db`" in database
+    assert not (tmp_path / "missing.db").exists()  # checking did not create it
+    mail = next(v for k, v in items.items() if k.startswith("mail server"))
+    assert mail.startswith("problem") and "login refused: 535" in mail
+    assert "check the user and password in DUEFLOW_MAIL_URL" in mail
+    assert "wrong-pw" not in result.stdout
+    llm_line = next(v for k, v in items.items() if k.startswith("LLM"))
+    assert "the model gpt-4o-mini is not offered (offered: some-other-model)" in llm_line
+    assert "set DUEFLOW_LLM_MODEL" in llm_line
+    prefect = items["Prefect API"]
+    assert prefect.startswith("problem") and f"127.0.0.1:{dead}" in prefect
+    assert "prefect server start" in prefect
+    escalation = items["setting DUEFLOW_ESCALATION_TO"]
+    assert escalation.startswith("problem") and "set DUEFLOW_ESCALATION_TO=" in escalation
+    assert items["templates"].startswith("ok")  # the rest is still checked
+    assert "problem(s)" in result.stdout.splitlines()[-1]
+
+
+def test_untrusted_certificate_and_a_server_that_wants_a_login(dueflow_cli, ready_db, tls_sink, certificate):
+    base = {"DUEFLOW_DATABASE_URL": ready_db, "DUEFLOW_ESCALATION_TO": "collections@corp.example"}
+    untrusted = dueflow_cli("check", env=base | {"DUEFLOW_MAIL_URL": mail_url(tls_sink, certificate,
+                                                                              trusted=False)})
+    mail = next(v for k, v in lines(untrusted.stdout).items() if k.startswith("mail server"))
+    assert untrusted.returncode == 1
+    assert "TLS certificate is not trusted" in mail and "?cafile=" in mail
+    assert PASSWORD not in untrusted.stdout
+
+    scheme = "smtps" if tls_sink.tls == "ssl" else "smtp+starttls"
+    anonymous = dueflow_cli("check", env=base | {
+        "DUEFLOW_MAIL_URL": f"{scheme}://127.0.0.1:{tls_sink.port}?cafile={certificate}"})
+    mail = next(v for k, v in lines(anonymous.stdout).items() if k.startswith("mail server"))
+    assert "refuses the sender dueflow@localhost: 530" in mail
+    assert tls_sink.messages == []
+
+
+def test_unreachable_mail_and_llm_and_bad_settings(dueflow_cli, ready_db, tmp_path):
+    dead = free_port()
+    env = {"DUEFLOW_DATABASE_URL": ready_db, "DUEFLOW_MAIL_URL": f"smtp://127.0.0.1:{dead}",
+           "DUEFLOW_ESCALATION_TO": "collections@corp.example",
+           "OPENAI_API_KEY": "sk-x", "OPENAI_BASE_URL": f"http://127.0.0.1:{dead}/v1"}
+    result = dueflow_cli("check", env=env)
+    items = lines(result.stdout)
+    assert result.returncode == 1
+    mail = items[f"mail server smtp://127.0.0.1:{dead}"]
+    assert "cannot connect" in mail and "check the host and port in DUEFLOW_MAIL_URL" in mail
+    llm_line = items[f"LLM http://127.0.0.1:{dead}/v1"]
+    assert "unreachable" in llm_line and "check OPENAI_BASE_URL" in llm_line
+    assert items[f"database {ready_db}"].startswith("ok")
+
+    outbox = dueflow_cli("check", env={"DUEFLOW_DATABASE_URL": ready_db,
+                                       "DUEFLOW_ESCALATION_TO": "collections@corp.example",
+                                       "DUEFLOW_MAIL_URL": f"file://{tmp_path / 'outbox'}",
+                                       "OPENAI_API_KEY": ""})  # LLM off
+    assert outbox.returncode == 0, outbox.stdout
+    assert "writable (created by the first run)" in outbox.stdout
+    assert not (tmp_path / "outbox").exists()
+
+    bad = dueflow_cli("check", env={"DUEFLOW_TIMEZONE": "Mars/Olympus", "DUEFLOW_MAIL_FROM": "Finance",
+                                    "DUEFLOW_DATABASE_URL": "postgresql://u:hunter2@127.0.0.1:1/x"})
+    assert bad.returncode == 1
+    assert ("problem  setting DUEFLOW_TIMEZONE: DUEFLOW_TIMEZONE='Mars/Olympus' is not a known"
+            " time zone") in bad.stdout
+    assert "problem  setting DUEFLOW_MAIL_FROM" in bad.stdout
+    assert "not checked: the settings above are not usable" in bad.stdout
+    assert "hunter2" not in bad.stdout + bad.stderr and "Traceback" not in bad.stderr
