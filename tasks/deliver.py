@@ -33,6 +33,7 @@ from typing import TypeVar
 from prefect import task, unmapped
 from prefect.cache_policies import NO_CACHE
 
+from dueflow.tasks import progress
 from dueflow.tasks.adapters import db
 from dueflow.tasks.adapters.db import Database
 from dueflow.tasks.adapters.mail import MailConfig, Transport, open_transport
@@ -141,6 +142,7 @@ class _Batch:
 
     def send(self, transport: Transport, email: OutgoingEmail) -> None:
         result = transport.send(email)
+        progress.advance()  # the terminal's progress line, when the CLI shows one
         retry_after = datetime.now(UTC) + self.settings.retry_backoff
         self.unrecorded.append(db.outcome_row(email.key, result, retry_after))
         self.note(email.key, _ROW_STATUS[result.status], result.error or result.smtp_response)
@@ -235,6 +237,7 @@ def batches(items: Sequence[Recipient], workers: int) -> list[list[Recipient]]:
 def deliver(items: Sequence[Recipient], settings: DeliverySettings, workers: int) -> list[Delivery]:
     """Map `deliver_batch` over the batches on the flow's bounded task runner; then one
     second pass over what a batch could not reach because the ledger was unavailable."""
+    progress.expect(len(items))
     deliveries = _map(items, settings, workers)
     retry = [Recipient(d.key, d.recipient) for d in deliveries
              if d.status == RowStatus.NOT_SENT and "ledger" in (d.detail or "")]
