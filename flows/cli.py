@@ -53,6 +53,21 @@ def _count(value: str) -> int:
     return int(value)
 
 
+def _nights(value: str) -> int:
+    if not value.isdigit() or not 1 <= int(value) <= 366:
+        raise argparse.ArgumentTypeError(f"invalid number of nights {value!r}: expected 1 to 366")
+    return int(value)
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("dueflow")
+    except PackageNotFoundError:
+        return "unknown (not installed)"
+
+
 def _engine(settings: Settings) -> Engine:
     from dueflow.tasks.adapters import db
 
@@ -154,7 +169,9 @@ def _run_flow(settings: Settings, as_of: date | None, dry_run: bool, **params: o
     from dueflow.tasks.core.report import text_table
 
     try:
-        with _stop_on_interrupt() as interrupted:
+        from dueflow.tasks import progress
+
+        with _stop_on_interrupt() as interrupted, progress.shown_on(sys.stderr):
             summary = nightly_alerts(as_of=as_of, dry_run=dry_run, **params)
     except RuntimeError as exc:
         if "ephemeral Prefect API server" not in str(exc):
@@ -162,6 +179,8 @@ def _run_flow(settings: Settings, as_of: date | None, dry_run: bool, **params: o
         raise UserError("the temporary Prefect server did not start in time (set"
                         " PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS higher, or point"
                         " PREFECT_API_URL at a running `prefect server start`)") from None
+    if url := run_url(summary.flow_run_id):
+        print(f"Flow run in the Prefect UI: {url}")
     if summary.skipped:
         print(summary.headline())
         return 0
@@ -186,6 +205,64 @@ def _run_flow(settings: Settings, as_of: date | None, dry_run: bool, **params: o
               file=sys.stderr)
         return 130
     return 0
+
+
+def run_url(flow_run_id: str | None) -> str | None:
+    """The flow run's page in the Prefect UI, when the run went to a Prefect server (not
+    the temporary one a run starts without PREFECT_API_URL)."""
+    from prefect.settings import get_current_settings
+
+    current = get_current_settings()
+    if not flow_run_id or not current.api.url or not current.ui_url:
+        return None
+    return f"{current.ui_url.rstrip('/')}/runs/flow-run/{flow_run_id}"
+
+
+def cmd_forecast(args: argparse.Namespace, settings: Settings) -> int:
+    from dueflow.tasks.adapters import db
+    from dueflow.tasks.forecast import forecast
+
+    _check_ready(settings)
+    rows = forecast(args.start, args.days, settings=settings)
+    if args.format == "csv":
+        rows.to_csv(sys.stdout, index=False)
+        return 0
+    if args.format == "json":
+        for record in rows.astype(object).where(rows.notna(), None).to_dict("records"):
+            print(json.dumps(record, default=str, ensure_ascii=False))
+        return 0
+    first = args.start or settings.today()
+    if rows.empty:
+        print(f"No email would go out in the {args.days} night(s) from {first}.")
+    else:
+        shown = rows.astype(object).where(rows.notna(), "")
+        columns = ["night", "job", "step", "recipient", "name", "amount", "currency", "subject"]
+        cells = [columns] + [[str(v)[:60] for v in row]
+                             for row in shown.loc[:, columns].itertuples(index=False)]
+        widths = [max(len(r[i]) for r in cells) for i in range(len(columns))]
+        for row in cells:
+            print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+        jobs = rows["job"].value_counts()
+        print(f"\n{len(rows)} email(s) in the {args.days} night(s) from {first}"
+              f" (renewal: {jobs.get('renewal', 0)}, dunning: {jobs.get('dunning', 0)}).")
+    print("Assumes the nightly run every night and no payment, renewal or change; nothing was"
+          " written or sent.")
+    left = db.unsettled_counts(_engine(settings))
+    if left["unsent"] or left["failed"] or left["pending"]:
+        print(f"Not in the forecast, left by earlier runs: {left['unsent']} never handed to SMTP"
+              f" (the next run sends them), {left['failed']} failed, {left['pending']} pending"
+              " (see `dueflow ledger --status failed|pending`).")
+    return 0
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from dueflow.tasks.check import run_checks
+
+    results = run_checks(on_result=lambda check: print(check.line(), flush=True))
+    problems = sum(not check.ok for check in results)
+    print(f"{len(results) - problems} ok, {problems} problem(s)" if problems else
+          f"all {len(results)} checks ok")
+    return 1 if problems else 0
 
 
 def attention_lines(summary: object) -> list[str]:
@@ -233,20 +310,32 @@ def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_ledger(args: argparse.Namespace, settings: Settings) -> int:
-    from dueflow.tasks.adapters import db
-    from dueflow.tasks.core.report import text_table
+    from dueflow.tasks.ledger_export import LedgerFilter, RowCounter, export
 
     _check_ready(settings)
-    frame = db.ledger_rows(_engine(settings), args.status)
-    if args.json:
-        for record in frame.astype(object).where(frame.notna(), None).to_dict("records"):
-            print(json.dumps(record, default=str))
+    fmt = "json" if args.json else args.format
+    if fmt == "parquet" and not args.output:
+        raise UserError("--format parquet writes a file: add --output FILE")
+    where = LedgerFilter(args.job, args.status, args.since, args.until, args.limit)
+    counter = RowCounter(sys.stderr) if args.output and sys.stderr.isatty() else None
+    output = Path(args.output) if args.output else None
+    try:
+        rows = export(_engine(settings), where, fmt, output, sys.stdout,
+                      on_chunk=counter or (lambda rows: None))
+    except BrokenPipeError:  # `dueflow ledger … | head`: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
-    if frame.empty:
-        print("No ledger rows" + (f" with status {args.status}." if args.status else "."))
-        return 0
-    shown = frame.rename(columns={"error": "detail"})
-    print(text_table(shown, limit=len(frame)))
+    except OSError as exc:
+        if output is None:
+            raise
+        raise UserError(f"cannot write {args.output}: {exc.strerror or exc}") from None
+    finally:
+        if counter:
+            counter.done()
+    if output is not None:
+        print(f"{rows} ledger row(s) written to {output} ({fmt})", file=sys.stderr)
+    elif rows == 0 and fmt == "table":
+        print("No ledger rows" + (f" with {where.describe()}." if where.describe() else "."))
     return 0
 
 
@@ -345,6 +434,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, Settings], int]] = {
     "resolve": cmd_resolve,
     "adopt": cmd_adopt,
     "quarantine": cmd_quarantine,
+    "forecast": cmd_forecast,
 }
 
 
@@ -352,7 +442,16 @@ def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(
         prog="dueflow", description="Renewal alerts and invoice reminders, sent exactly once."
     )
+    top.add_argument("--version", action="version", version=f"dueflow {_version()}")
     sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    forecast = sub.add_parser("forecast", help="the emails the coming nights would send (writes and"
+                              " sends nothing)")
+    forecast.add_argument("--from", dest="start", type=_as_of, metavar="DATE",
+                          help="first night YYYY-MM-DD (default: today)")
+    forecast.add_argument("--days", type=_nights, default=7, metavar="N", help="nights (default 7)")
+    forecast.add_argument("--format", choices=["table", "csv", "json"], default="table")
+    sub.add_parser("check", help="check the set-up: settings, database, mail server, LLM, Prefect,"
+                   " templates (sends nothing)")
     sub.add_parser("init-db", help="create the source tables and the ledger (idempotent)")
     run = sub.add_parser("run", help="run the nightly flow once")
     run.add_argument("--as-of", type=_as_of, help="business date YYYY-MM-DD (default: today)")
@@ -366,7 +465,14 @@ def parser() -> argparse.ArgumentParser:
     sub.add_parser("demo", help="load sample data and run the flow on it")
     ledger = sub.add_parser("ledger", help="list ledger rows")
     ledger.add_argument("--status", choices=["pending", "sent", "failed", "adopted"])
-    ledger.add_argument("--json", action="store_true", help="JSON lines instead of a table")
+    ledger.add_argument("--job", choices=["renewal", "dunning"])
+    ledger.add_argument("--since", type=_as_of, metavar="DATE", help="rows reserved on or after this date")
+    ledger.add_argument("--until", type=_as_of, metavar="DATE", help="rows reserved on or before this date")
+    ledger.add_argument("--limit", type=_count, metavar="N", help="at most N rows (oldest first)")
+    ledger.add_argument("--format", choices=["table", "csv", "json", "parquet"], default="table",
+                        help="json: one JSON object a line; parquet needs --output")
+    ledger.add_argument("--output", metavar="FILE", help="write to FILE (complete or not at all)")
+    ledger.add_argument("--json", action="store_true", help="same as --format json")
     resolve = sub.add_parser("resolve", help="settle pending rows after checking the mail server's log")
     resolve.add_argument("keys", nargs="*", metavar="KEY",
                          help="ledger keys, e.g. renewal/c-42/2027-03-01/30d")
@@ -387,6 +493,8 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    if args.command == "check":  # it reports bad settings itself, one line each
+        return cmd_check(args)
     try:
         settings = Settings.from_env()
         return COMMANDS[args.command](args, settings)
