@@ -201,7 +201,7 @@ def finish(summary: RunSummary) -> State:
     waits for a person. The summary is the state's (persisted) result."""
     log = get_run_logger()
     attention = needs_person(summary) and not summary.dry_run  # a preview changed nothing
-    (log.warning if attention else log.info)("%s", summary.headline())
+    log.info("%s", summary.headline())  # at INFO: the CLI prints its own summary
     if attention:
         emit_event(
             event=NEEDS_ATTENTION_EVENT,
