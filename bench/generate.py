@@ -459,6 +459,9 @@ def stash_ledger(engine: Engine) -> None:
     """Set the history ledger aside (renamed, with its indexes) and create a fresh one,
     as `dueflow init-db` leaves it on a first install; `restore_ledger` undoes it."""
     with engine.begin() as conn:
+        # A stash left by a benchmark that was killed before restoring it is stale: the
+        # ledger was loaded again since.
+        conn.exec_driver_sql(f"DROP TABLE IF EXISTS {STASH_PREFIX}dueflow_ledger")
         indexes = _ledger_indexes(conn)
         for index in indexes:
             conn.exec_driver_sql(f'ALTER INDEX "{index}" RENAME TO "{STASH_PREFIX}{index}"')

@@ -438,7 +438,9 @@ def measure_nightly(as_of: date, profile_path: str | None = None,
     import_seconds = time.perf_counter() - import_started
     capped = 0
     if deliver_cap is not None:
-        real_deliver = nightly.deliver
+        import dueflow.tasks.jobs as jobs  # where the flow's steps call deliver
+
+        real_deliver = jobs.deliver
 
         def capped_deliver(emails: Any, *args: Any, **kwargs: Any) -> Any:
             """Deliver at most `deliver_cap` emails per call (one call per job); the
@@ -447,7 +449,7 @@ def measure_nightly(as_of: date, profile_path: str | None = None,
             capped += max(0, len(emails) - deliver_cap)
             return real_deliver(list(emails)[:deliver_cap], *args, **kwargs)
 
-        nightly.deliver = capped_deliver  # type: ignore[assignment]
+        jobs.deliver = capped_deliver  # type: ignore[assignment]
     run = lambda: nightly.nightly_alerts(as_of=as_of)  # noqa: E731
     if profile_path:
         summary, seconds = timed(lambda: profiled(run, Path(profile_path)))
