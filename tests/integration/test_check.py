@@ -5,16 +5,10 @@ rest still checked; nothing is sent, nothing is drafted, no password is printed.
 
 from __future__ import annotations
 
-import datetime as dt
-import ipaddress
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
 from dueflow.tasks.adapters import db
 from tests.openai_server import OpenAIStub, openai_stub
@@ -22,28 +16,6 @@ from tests.smtp_server import SmtpSink, free_port
 
 USER, PASSWORD = "alerts@corp.example", "s3cr=t:pw"
 QUOTED = "alerts%40corp.example:s3cr%3Dt%3Apw"
-
-
-@pytest.fixture(scope="module")
-def certificate(tmp_path_factory) -> Path:
-    """A self-signed certificate for 127.0.0.1 (its own CA), key included."""
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
-    now = dt.datetime.now(dt.UTC)
-    cert = (
-        x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(days=1)).not_valid_after(now + dt.timedelta(days=1))
-        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-                       critical=False)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
-    path = tmp_path_factory.mktemp("tls") / "server.pem"
-    path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                       serialization.NoEncryption())
-                     + cert.public_bytes(serialization.Encoding.PEM))
-    return path
 
 
 @pytest.fixture(params=["starttls", "ssl"])
@@ -63,11 +35,9 @@ def llm() -> Iterator[OpenAIStub]:
 
 
 @pytest.fixture
-def ready_db(tmp_path) -> Iterator[str]:
-    url = f"sqlite:///{tmp_path / 'dueflow.db'}"
-    db.init_db(db.engine_for(url))
-    yield url
-    db.engine_for(url).dispose()
+def ready_db(sqlite_url) -> str:
+    db.init_db(db.engine_for(sqlite_url))
+    return sqlite_url
 
 
 def mail_url(sink: SmtpSink, certificate: Path, credentials: str = QUOTED, trusted: bool = True) -> str:
