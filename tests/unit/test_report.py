@@ -40,7 +40,7 @@ def runs(draw) -> tuple[pd.DataFrame, pd.DataFrame]:
     return rows, facts
 
 
-@settings(max_examples=examples(200), deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(runs())
 def test_the_summary_says_its_headline_once_and_no_zero_count(run):
     rows, facts = run
@@ -60,7 +60,7 @@ def test_the_summary_says_its_headline_once_and_no_zero_count(run):
             assert line.replace("\\|", "").count("|") in (3, 6)
 
 
-@settings(max_examples=examples(200), deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(runs())
 def test_the_table_lists_problems_first_with_human_columns_and_no_handled_keys(run):
     rows, facts = run
