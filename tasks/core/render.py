@@ -425,6 +425,22 @@ def _known_name(name: str) -> bool:
     return step in KIND_STEPS[parts[0]]
 
 
+# What a templates directory held (name, size, modification time of each file) when its
+# templates were compiled, and the (look, files) pairs that passed check_templates: a
+# process running night after night (a worker, the tests) compiles them once, not per run.
+DirectoryFiles = tuple[tuple[str, int, int], ...] | None
+_LOADED: dict[str | None, DirectoryFiles] = {}
+_PASSED: set[tuple[EmailLook, DirectoryFiles]] = set()
+
+
+def _directory_files(directory: str | None) -> DirectoryFiles:
+    if not directory:
+        return None  # the packaged templates do not change under a running process
+    with os.scandir(directory) as entries:
+        return tuple(sorted((e.name, (st := e.stat()).st_size, st.st_mtime_ns)
+                            for e in entries if e.is_file()))
+
+
 def check_templates(look: EmailLook) -> None:
     """Render every template a run can use, with the documented variables, before any
     write. Raises TemplateProblem with one line naming the file and what is wrong: a
@@ -432,9 +448,16 @@ def check_templates(look: EmailLook) -> None:
     otherwise be silently ignored), a syntax error, an undefined variable."""
     directory = look.templates_dir
     setting = "DUEFLOW_TEMPLATES_DIR"
+    if directory and not os.path.isdir(directory):
+        raise TemplateProblem(f"{setting}={directory!r} is not a directory")
+    files = _directory_files(directory)
+    if (look, files) in _PASSED:
+        return  # this process checked these very files with this look: nothing to redo
+    if _LOADED.get(directory) != files:
+        _environment.cache_clear()  # read the directory as it is now
+        _templates_for.cache_clear()
+        _LOADED[directory] = files
     if directory:
-        if not os.path.isdir(directory):
-            raise TemplateProblem(f"{setting}={directory!r} is not a directory")
         for name in sorted(os.listdir(directory)):
             path = os.path.join(directory, name)
             if name.startswith(".") or not os.path.isfile(path) or name.rsplit(".", 1)[-1] not in PARTS:
@@ -444,8 +467,6 @@ def check_templates(look: EmailLook) -> None:
                     f"{setting}: {name} is not a template dueflow uses (expected KIND[.STEP].LOCALE.PART:"
                     f" kind {'/'.join(KINDS)}, locale {'/'.join(SUPPORTED_LOCALES)},"
                     f" part {'/'.join(PARTS)}, e.g. dunning.REMINDED_2.es.html)")
-    _environment.cache_clear()  # read the directory as it is now
-    _templates_for.cache_clear()
     for kind, step, locale, context in _sample_contexts(look):
         wanted = [(kind, step, locale)]
         if kind == "renewal" and directory:  # every lead-specific override in the directory
@@ -461,3 +482,4 @@ def check_templates(look: EmailLook) -> None:
                 part = name or f"{kind_}.{step_ or ''}.{locale_}"
                 message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
                 raise TemplateProblem(f"{setting}: {part} does not render: {message}") from None
+    _PASSED.add((look, files))

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, date, datetime, timedelta
+from functools import cache
 
 import pandas as pd
 import pytest
@@ -90,17 +91,26 @@ def contracts(days_left: list[int]) -> pd.DataFrame:
 EXPECTED_WHEN = {"en": {0: "today", 1: "tomorrow"}, "es": {0: "hoy", 1: "mañana"}}
 
 
+@cache
+def renewal_calendar() -> list[tuple[int, pd.DataFrame]]:
+    """(days left, the alerts due) for every night from 61 days before the renewal
+    to the day itself; the rule does not depend on the locale: decided once for both."""
+    history = pd.DataFrame(columns=["subject_id", "cycle", "handled_rank"])
+    nights = []
+    for days_left in range(0, 62):
+        as_of = RENEWAL - timedelta(days=days_left)
+        nights.append((days_left, due_renewal_alerts(contracts([days_left]), history, as_of, LEADS).due))
+    return nights
+
+
+@pytest.mark.xdist_group("renewal-calendar")  # one worker decides the calendar once
 @pytest.mark.parametrize("locale", ["en", "es"])
 def test_renewal_calendar_words_fit_the_day(locale):
     """Every day of a renewal cycle, decided and rendered as the flow does: each alert
     says when the contract renews relative to the run, in the reader's words; boundary
     days 0, 1, 2 and each lead and lead ± 1 are all in the calendar."""
-    history = pd.DataFrame(columns=["subject_id", "cycle", "handled_rank"])
     seen_days = set()
-    for days_left in range(0, 62):
-        as_of = RENEWAL - timedelta(days=days_left)
-        decision = due_renewal_alerts(contracts([days_left]), history, as_of, LEADS)
-        due = decision.due
+    for days_left, due in renewal_calendar():
         if days_left > max(LEADS):
             assert due.empty
             continue
@@ -125,20 +135,30 @@ def test_renewal_calendar_words_fit_the_day(locale):
 # --------------------------------------------------------------------------- dunning
 
 
-def simulate_dunning(locale: str, start: str, due_after: int, delays=(7, 5, 7)) -> list[tuple]:
-    """Nights 0..59 of one invoice sent on day 0 and due `due_after` days later, decided
-    and rendered as the flow does (each step sent the night it is due)."""
+CALENDARS = [("sent", 30), ("sent", 0), ("sent", 14), ("due", 30), ("sent", 12), ("sent", 13)]
+LOCALES = ("en", "es")
+
+
+@cache
+def dunning_calendars(start: str, delays: tuple[int, ...] = (7, 5, 7)) -> dict[tuple[str, int], list[tuple]]:
+    """Nights 0..59 of one invoice per (locale, days to its due date) of CALENDARS that
+    count from `start`, each sent on day 0 and each of its own client, decided and rendered
+    as the flow does (each step sent the night it is due). One simulation for all of them:
+    the rule decides each invoice on its own rows, and a night costs one call, not twelve."""
     sent = date(2027, 1, 4)
-    due_date = sent + timedelta(days=due_after)
-    invoices = pd.DataFrame({
-        "id": ["inv-7"], "client_id": ["cl-1"], "number": ["F-2027-007"], "amount": ["980.40"],
-        "currency": ["EUR"], "status": ["sent"],
-        "sent_at": [datetime(sent.year, sent.month, sent.day, 9, tzinfo=UTC).isoformat()],
-        "due_date": [due_date.isoformat()], "paid_at": [None]})
-    clients = pd.DataFrame([("cl-1", "Ñandú SL", "pagos@nandu.example", locale, None, False)],
-                           columns=CLIENT_COLUMNS)
+    sent_at = datetime(sent.year, sent.month, sent.day, 9, tzinfo=UTC).isoformat()
+    cases = {f"inv-{locale}-{due_after}": (locale, due_after)
+             for start_, due_after in CALENDARS if start_ == start for locale in LOCALES}
+    invoices = pd.DataFrame([
+        (invoice_id, f"cl-{invoice_id}", "F-2027-007", "980.40", "EUR", "sent", sent_at,
+         (sent + timedelta(days=due_after)).isoformat(), None)
+        for invoice_id, (_, due_after) in cases.items()],
+        columns=["id", "client_id", "number", "amount", "currency", "status", "sent_at", "due_date",
+                 "paid_at"])
+    clients = pd.DataFrame([(f"cl-{invoice_id}", "Ñandú SL", "pagos@nandu.example", locale, None, False)
+                            for invoice_id, (locale, _) in cases.items()], columns=CLIENT_COLUMNS)
     history: list[tuple] = []
-    out = []
+    out: dict[tuple[str, int], list[tuple]] = {case: [] for case in cases.values()}
     for night in range(60):
         as_of = sent + timedelta(days=night)
         ledger = pd.DataFrame(history, columns=HISTORY_COLUMNS)
@@ -152,15 +172,16 @@ def simulate_dunning(locale: str, start: str, due_after: int, delays=(7, 5, 7)) 
         assert not composed.failures, composed.failures
         for row, email in zip(due.itertuples(index=False), composed.emails, strict=True):
             history.append((row.subject_id, row.step, row.step_rank, as_of.isoformat(), "sent"))
-            out.append((as_of, due_date, str(row.step), email))
+            locale, due_after = cases[row.subject_id]
+            out[(locale, due_after)].append((as_of, sent + timedelta(days=due_after), str(row.step), email))
     return out
 
 
-@pytest.mark.parametrize("locale", ["en", "es"])
-@pytest.mark.parametrize(("start", "due_after"), [("sent", 30), ("sent", 0), ("sent", 14),
-                                                  ("due", 30), ("sent", 12), ("sent", 13)])
+@pytest.mark.xdist_group("dunning-calendars")  # one worker simulates each calendar once
+@pytest.mark.parametrize("locale", LOCALES)
+@pytest.mark.parametrize(("start", "due_after"), CALENDARS)
 def test_dunning_calendar_never_says_overdue_before_the_due_date(locale, start, due_after):
-    emails = simulate_dunning(locale, start, due_after)
+    emails = dunning_calendars(start)[(locale, due_after)]
     assert [step for _, _, step, _ in emails] == ["REMINDED_1", "REMINDED_2", "OVERDUE"]
     for as_of, due_date, step, email in emails:
         reader = "en" if step == DunningStep.OVERDUE else locale
