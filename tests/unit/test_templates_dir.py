@@ -145,3 +145,27 @@ def test_the_company_settings_reach_the_email_and_its_headers(tmp_path):
     assert b"Content-Transfer-Encoding: quoted-printable" in raw and b"base64" not in raw
     assert b"\r\nPagar en l=C3=ADnea: " in raw  # readable in an editor
     assert b"\r\nIBAN ES91 2100 0418 4502 0005 1332\r\n" in raw
+
+
+def test_a_template_changed_between_runs_of_one_process_is_checked_and_used_again(tmp_path):
+    """A worker runs night after night in one process: templates are compiled once, yet an
+    edited override is what the next run checks and sends, and a broken edit is refused."""
+    subject = tmp_path / "renewal.en.subject"
+    subject.write_text("First {{ vendor }}\n")
+    settings = settings_with(DUEFLOW_TEMPLATES_DIR=str(tmp_path))
+    rows = pd.DataFrame([{"key": "renewal/c-1/2027-03-01/30d", "recipient": "cfo@corp.example",
+                          "vendor": "Globex", "title": "Support", "amount": "10", "currency": "USD",
+                          "renewal_date": date(2027, 3, 1), "days_left": 20, "step_rank": 30}])
+
+    def subject_sent() -> str:
+        settings.check_templates()
+        [alert] = compose_renewal_alerts(rows, "en", settings.sender(), settings.email_look()).emails
+        return alert.subject
+
+    assert subject_sent() == "First Globex"
+    assert subject_sent() == "First Globex"
+    subject.write_text("Second {{ vendor }}\n")
+    assert subject_sent() == "Second Globex"
+    subject.write_text("Broken {{ vendor \n")
+    with pytest.raises(ConfigError, match=r"renewal\.en\.subject"):
+        settings.check_templates()
