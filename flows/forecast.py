@@ -10,12 +10,12 @@ from __future__ import annotations
 from datetime import date
 from typing import Literal
 
-import pandas as pd
 from prefect import flow
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
 from dueflow.blocks.settings import Settings
 from dueflow.tasks.core import defaults
+from dueflow.tasks.core.frames import pd
 from dueflow.tasks.forecast import forecast
 
 ARTIFACT_ROWS = 1000

@@ -1,50 +1,31 @@
 """The nightly run: extract → decide → reserve → compose → deliver → report (DESIGN.md),
-for both jobs — renewal alerts and invoice dunning — in one flow run."""
+for both jobs — renewal alerts and invoice dunning — in one flow run.
+
+The steps (pandas, SQLAlchemy, the templates) are imported when a run starts, not with
+this module: deploying, serving, a worker and the CLI load it in a fraction of a second
+(issue 14; tests/integration/test_flow_import.py keeps it so)."""
 
 from __future__ import annotations
 
 from datetime import date, timedelta
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-import pandas as pd
 from prefect import State, flow, get_run_logger
-from prefect.events import emit_event
 from prefect.runtime import flow_run
-from prefect.states import Completed
 from prefect.task_runners import ThreadPoolTaskRunner
 
 from dueflow.blocks.settings import ConfigError, Settings
-from dueflow.tasks.adapters import db
-from dueflow.tasks.adapters.db import Database
-from dueflow.tasks.adapters.lock import run_lock
-from dueflow.tasks.adapters.mail import parse_mail_url
 from dueflow.tasks.core import defaults
-from dueflow.tasks.core.decide import normalise_leads
+from dueflow.tasks.core.defaults import DELIVERY_WORKERS
 from dueflow.tasks.core.locales import Locale
-from dueflow.tasks.core.render import Draft
-from dueflow.tasks.core.report import (
-    RunSummary,
-    attention_payload,
-    concat_rows,
-    count_line,
-    decision_line,
-    drafts_frame,
-    facts_of,
-    needs_person,
-    summarize,
-)
-from dueflow.tasks.deliver import DeliverySettings
-from dueflow.tasks.jobs import (
-    DELIVERY_WORKERS,
-    JOBS,
-    RunContext,
-    RunParameters,
-    compose,
-    reserve,
-    send_unsent,
-    store_and_deliver,
-)
-from dueflow.tasks.steps import publish_report
+
+if TYPE_CHECKING:
+    from dueflow.tasks.core.frames import pd
+    from dueflow.tasks.core.render import Draft
+    from dueflow.tasks.core.report import RunSummary
+    from dueflow.tasks.jobs import RunContext
+
+__all__ = ["DELIVERY_WORKERS", "nightly_alerts"]
 
 
 def run_name() -> str:
@@ -73,7 +54,7 @@ def nightly_alerts(
     retry_backoff_minutes: int = defaults.RETRY_BACKOFF_MINUTES,
     send_cap: int | None = None,
     adopt: bool = False,
-) -> RunSummary:
+) -> State:
     """Send every renewal alert and invoice reminder due on a day exactly once: renewal
     alerts to contract owners before a contract renews, and payment reminders (then an
     escalation to a colleague) for unpaid invoices.
@@ -97,7 +78,21 @@ def nightly_alerts(
             the rest wait for a later run. Empty means no cap.
         adopt: Record everything due as already handled and send nothing: for taking
             over existing data without mailing it all at once.
+
+    Returns:
+        The run's final state, whose result — what a call of the flow returns — is the
+        RunSummary. (Annotated State: Prefect reads every annotation to build the run
+        form, and RunSummary is imported only when a run starts.)
     """
+    from dueflow.tasks.adapters import db
+    from dueflow.tasks.adapters.db import Database
+    from dueflow.tasks.adapters.lock import run_lock
+    from dueflow.tasks.adapters.mail import parse_mail_url
+    from dueflow.tasks.core.decide import normalise_leads
+    from dueflow.tasks.core.report import RunSummary
+    from dueflow.tasks.deliver import DeliverySettings
+    from dueflow.tasks.jobs import RunContext, RunParameters
+
     settings = Settings.from_env().with_blocks()
     settings.check_templates()  # a broken DUEFLOW_TEMPLATES_DIR template: one line, nothing written
     if send_cap is not None and send_cap < 0:
@@ -133,6 +128,10 @@ def nightly_alerts(
 
 def nightly_run(ctx: RunContext) -> RunSummary:
     """The six steps, for each job, after what earlier runs left."""
+    from dueflow.tasks.core.frames import pd
+    from dueflow.tasks.core.report import concat_rows, count_line, decision_line, facts_of
+    from dueflow.tasks.jobs import JOBS, compose, reserve, send_unsent, store_and_deliver
+
     log = get_run_logger()
     earlier = send_unsent(ctx)
     if not earlier.empty:
@@ -163,6 +162,10 @@ def nightly_run(ctx: RunContext) -> RunSummary:
 def report(ctx: RunContext, rows: pd.DataFrame, drafts: list[Draft], facts: pd.DataFrame) -> RunSummary:
     """The run's summary and artifacts. The work is recorded by now: losing the database
     here is worth a warning, not a failure."""
+    from dueflow.tasks.adapters import db
+    from dueflow.tasks.core.report import drafts_frame, summarize
+    from dueflow.tasks.steps import publish_report
+
     warnings: list[str] = []
     ledger_counts: dict[str, int] = {}
     unsettled = None
@@ -199,6 +202,11 @@ def finish(summary: RunSummary) -> State:
     """The run's final state: Completed, with the counts as its message, named "Needs
     attention" and announced by an event (NEEDS_ATTENTION_EVENT, README) when something
     waits for a person. The summary is the state's (persisted) result."""
+    from prefect.events import emit_event
+    from prefect.states import Completed
+
+    from dueflow.tasks.core.report import attention_payload, needs_person
+
     log = get_run_logger()
     attention = needs_person(summary) and not summary.dry_run  # a preview changed nothing
     log.info("%s", summary.headline())  # at INFO: the CLI prints its own summary

@@ -25,12 +25,11 @@ from dataclasses import dataclass, replace
 from datetime import date, timedelta
 from pathlib import Path
 
-import pandas as pd
-
 from dueflow.blocks.settings import ConfigError, Settings, redact_url
 from dueflow.tasks.core import defaults
 from dueflow.tasks.core.addresses import Mailbox
 from dueflow.tasks.core.decide import due_dunning_steps, due_renewal_alerts
+from dueflow.tasks.core.frames import pd
 from dueflow.tasks.core.llm_guard import DRAFTED_STEPS, reminders, template_draft
 from dueflow.tasks.core.locales import SUPPORTED_LOCALES
 from dueflow.tasks.core.message import message_bytes

@@ -20,8 +20,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import date, timedelta
 
-import pandas as pd
-
 from dueflow.blocks.settings import ConfigError, Settings
 from dueflow.tasks import steps
 from dueflow.tasks.adapters import db
@@ -34,6 +32,7 @@ from dueflow.tasks.core.forecast import (
     with_reserved_renewals,
     with_sent_dunning_steps,
 )
+from dueflow.tasks.core.frames import pd
 from dueflow.tasks.core.keys import Job
 from dueflow.tasks.core.llm_guard import DRAFTED_STEPS, reminders, template_draft
 from dueflow.tasks.core.render import Composed

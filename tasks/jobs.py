@@ -12,13 +12,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import date
 
-import pandas as pd
-
 from dueflow.blocks.settings import LLMConfig, Settings
 from dueflow.tasks.adapters import db
 from dueflow.tasks.adapters.db import Database
 from dueflow.tasks.core.addresses import Mailbox
 from dueflow.tasks.core.decide import Decision, DunningStart, most_urgent_first
+from dueflow.tasks.core.defaults import DELIVERY_WORKERS
+from dueflow.tasks.core.frames import pd
 from dueflow.tasks.core.keys import Job
 from dueflow.tasks.core.render import Composed
 from dueflow.tasks.core.report import concat_rows, key_rows, no_rows
@@ -38,8 +38,6 @@ from dueflow.tasks.steps import (
     reserve_slots,
     store_messages,
 )
-
-DELIVERY_WORKERS = 4  # parallel SMTP connections; the thread pool is bounded to this
 
 
 @dataclass(frozen=True)

@@ -21,11 +21,11 @@ from pathlib import Path
 from typing import IO, Any, Literal
 
 import numpy as np
-import pandas as pd
 from sqlalchemy import Engine
 
 from dueflow.sql import statement
 from dueflow.tasks.adapters import db
+from dueflow.tasks.core.frames import pd
 from dueflow.tasks.core.statuses import LedgerStatus
 
 Format = Literal["table", "csv", "json", "parquet"]

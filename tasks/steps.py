@@ -11,7 +11,6 @@ import json
 from collections.abc import Sequence
 from datetime import date
 
-import pandas as pd
 from prefect import task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
@@ -33,6 +32,7 @@ from dueflow.tasks.core.decide import (
     settled_apart,
     with_settled,
 )
+from dueflow.tasks.core.frames import pd
 from dueflow.tasks.core.llm_guard import DRAFTED_STEPS, payment_history_frame, reminders, template_draft
 from dueflow.tasks.core.render import (
     Composed,

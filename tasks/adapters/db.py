@@ -16,13 +16,13 @@ from datetime import UTC, date, datetime
 from functools import cache
 from typing import Any
 
-import pandas as pd
 from sqlalchemy import Connection, Engine, create_engine, event, inspect, make_url, text
 from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError
 
 from dueflow.blocks.settings import ConfigError
 from dueflow.sql import statement
 from dueflow.tasks.core.defaults import DB_LOCK_TIMEOUT
+from dueflow.tasks.core.frames import pd
 from dueflow.tasks.core.message import OutgoingEmail
 from dueflow.tasks.core.statuses import SendResult
 

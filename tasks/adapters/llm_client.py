@@ -13,9 +13,8 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-import pandas as pd
-
 from dueflow.blocks.settings import LLMConfig
+from dueflow.tasks.core.frames import pd
 from dueflow.tasks.core.llm_guard import (
     DRAFTED_STEPS,
     OFF_NOTE,

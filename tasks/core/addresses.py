@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import pandas as pd
+if TYPE_CHECKING:  # a Series comes in already made: settings load no pandas
+    from dueflow.tasks.core.frames import pd
 
 # Deliberately strict: one @, ASCII, no spaces, quotes, angle brackets or line breaks, a
 # dotted domain. What a relay accepts without SMTPUTF8, and what no header can be built around.

@@ -13,9 +13,9 @@ from datetime import date, timedelta
 from typing import Literal
 
 import numpy as np
-import pandas as pd
 
 from dueflow.tasks.core.addresses import valid_email
+from dueflow.tasks.core.frames import pd
 from dueflow.tasks.core.keys import (
     CLIENT_STEPS,
     DUNNING_STEPS,

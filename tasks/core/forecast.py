@@ -15,8 +15,7 @@ from __future__ import annotations
 
 from datetime import date
 
-import pandas as pd
-
+from dueflow.tasks.core.frames import pd
 from dueflow.tasks.core.statuses import LedgerStatus
 
 FORECAST_COLUMNS = ("night", "job", "key", "step", "recipient", "name", "amount", "currency",

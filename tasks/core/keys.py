@@ -17,8 +17,7 @@ from datetime import date
 from enum import StrEnum
 from typing import NewType
 
-import pandas as pd
-
+from dueflow.tasks.core.frames import pd
 from dueflow.tasks.core.text import text_or_none
 
 Key = NewType("Key", str)

@@ -17,9 +17,9 @@ from datetime import date, datetime
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from dueflow.tasks.core.decide import business_dates
+from dueflow.tasks.core.frames import pd
 from dueflow.tasks.core.keys import CLIENT_STEPS
 from dueflow.tasks.core.locales import LANGUAGES, supported_locale
 from dueflow.tasks.core.render import Draft, render_paragraph

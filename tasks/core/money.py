@@ -8,8 +8,7 @@ import re
 from decimal import Decimal, InvalidOperation, localcontext
 from functools import cache
 
-import pandas as pd
-
+from dueflow.tasks.core.frames import pd
 from dueflow.tasks.core.text import text_or_none
 
 # ISO 4217 codes in circulation; an amount in anything else is quarantined.

@@ -21,7 +21,6 @@ from functools import cache
 from typing import Any, Literal
 from urllib.parse import quote, urlsplit
 
-import pandas as pd
 from jinja2 import (
     ChoiceLoader,
     Environment,
@@ -35,6 +34,7 @@ from jinja2 import (
 )
 
 from dueflow.tasks.core.addresses import Mailbox
+from dueflow.tasks.core.frames import pd
 from dueflow.tasks.core.keys import DunningStep
 from dueflow.tasks.core.locales import DEFAULT_LOCALE, SUPPORTED_LOCALES
 from dueflow.tasks.core.message import OutgoingEmail, message_id_for

@@ -7,8 +7,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import date
 from typing import Any
 
-import pandas as pd
-
+from dueflow.tasks.core.frames import pd
 from dueflow.tasks.core.statuses import ATTENTION_ORDER, NEEDS_ATTENTION, RowStatus
 
 ROW_COLUMNS = ("job", "key", "recipient", "status", "detail", "retry")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-import pandas as pd
+from dueflow.tasks.core.frames import pd
 
 # C0 and C1 controls, DEL, Unicode line/paragraph separators, and lone surrogates.
 CONTROL = r"[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]"

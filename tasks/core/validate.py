@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-import pandas as pd
-
+from dueflow.tasks.core.frames import pd
 from dueflow.tasks.core.keys import printable_id
 
 # dunning_paused as either database stores a boolean; anything else is quarantined.
