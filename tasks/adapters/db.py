@@ -17,7 +17,7 @@ from functools import cache
 from typing import Any
 
 from sqlalchemy import Connection, Engine, create_engine, event, inspect, make_url, text
-from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError
+from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, SQLAlchemyError
 
 from dueflow.blocks.settings import ConfigError
 from dueflow.sql import statement
@@ -173,6 +173,9 @@ def _nullable_list(column: pd.Series) -> list[Any]:
 
 
 RESERVE_STATEMENT = {"renewal": "reserve_renewals", "dunning": "reserve_dunning"}
+# Messages stored at once (the rows of a first night or a surge, all reserved moments ago)
+# above which the ledger's statistics are refreshed first (sql/analyze_ledger).
+ANALYZE_BEFORE_STORING = 10_000
 
 
 def extract_frame(engine: Engine, sql: str, params: Mapping[str, Any]) -> pd.DataFrame:
@@ -254,8 +257,19 @@ def reserve(
                          [dict(zip(CANDIDATE_COLUMNS, row, strict=True))
                           for row in zip(*columns.values(), strict=True)])
             rows = conn.execute(text(statement(RESERVE_STATEMENT[job], "sqlite")), params)
-        won = {row[0] for row in rows}
+        won = set(rows.scalars())
     return won
+
+
+def refresh_statistics(engine: Engine) -> None:
+    """ANALYZE the ledger (sql/analyze_ledger). Only plans depend on it: if it cannot run,
+    the statements still do, and autovacuum analyses the ledger later."""
+    try:
+        with engine.connect() as conn:
+            conn.execute(text(statement("analyze_ledger", "postgresql")))
+            conn.commit()
+    except SQLAlchemyError:
+        pass
 
 
 # The arrays sql/store_messages.postgresql.sql takes, and the message field in each.
@@ -273,6 +287,8 @@ def store_messages(engine: Engine, messages: Sequence[Mapping[str, Any]]) -> Non
         return
     rows = [{"draft_source": None, "draft_note": None} | dict(m) for m in messages]
     engine_dialect = dialect(engine)
+    if engine_dialect == "postgresql" and len(rows) >= ANALYZE_BEFORE_STORING:
+        refresh_statistics(engine)  # the planner has not seen the rows just reserved
     update = text(statement("store_messages", engine_dialect))
     with writing(engine) as conn:
         if engine_dialect == "sqlite":  # executemany stays in process: no round trips

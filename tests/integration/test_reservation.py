@@ -184,3 +184,34 @@ def test_array_literals_never_shift_values():
     assert db.pg_array([]) == "{}"
     with pytest.raises(ValueError, match="NUL"):
         db.pg_array(["one\x00two", "three"])
+
+
+@pytest.mark.pg
+def test_many_messages_are_stored_with_fresh_statistics(pg_url):
+    """A first night reserves tens of thousands of keys into a ledger the planner has never
+    measured; storing their messages then joins 5,000 keys at a time against those rows.
+    The statistics are refreshed first, so that the planner sees them (sql/analyze_ledger)."""
+    engine = db.engine_for(pg_url)
+    db.init_db(engine)
+
+    def analysed() -> tuple[object, float]:
+        with engine.connect() as conn:
+            return conn.execute(text(
+                "SELECT s.last_analyze, c.reltuples FROM pg_stat_user_tables s"
+                " JOIN pg_class c ON c.oid = s.relid WHERE s.relid = 'dueflow_ledger'::regclass")).one()
+
+    def messages(keys: set[str]) -> list[dict[str, str]]:
+        return [{"key": k, "recipient": "a@corp.example", "subject": "s", "body_text": "t",
+                 "body_html": "<p>t</p>", "message_id": f"<{n}@corp.example>"} for n, k in enumerate(keys)]
+
+    few = db.reserve(engine, "renewal", candidates(list(range(50))), AS_OF, None)
+    db.store_messages(engine, messages(few))
+    assert analysed()[0] is None  # a small night leaves it to autovacuum
+    many = db.reserve(engine, "renewal", candidates(list(range(1_000, 1_000 + db.ANALYZE_BEFORE_STORING))),
+                      AS_OF, None)
+    db.store_messages(engine, messages(many))
+    last_analyze, reltuples = analysed()
+    assert last_analyze is not None and reltuples >= len(many)
+    with engine.connect() as conn:
+        stored = conn.execute(text("SELECT count(*) FROM dueflow_ledger WHERE body_text = 't'")).scalar_one()
+    assert stored == len(few) + len(many)
