@@ -130,7 +130,7 @@ def nightly_run(ctx: RunContext) -> RunSummary:
     """The six steps, for each job, after what earlier runs left."""
     from dueflow.tasks.core.frames import pd
     from dueflow.tasks.core.report import concat_rows, count_line, decision_line, facts_of
-    from dueflow.tasks.jobs import JOBS, compose, reserve, send_unsent, store_and_deliver
+    from dueflow.tasks.jobs import JOBS, compose, deliver_won, reserve, send_unsent
 
     log = get_run_logger()
     earlier = send_unsent(ctx)
@@ -146,11 +146,11 @@ def nightly_run(ctx: RunContext) -> RunSummary:
         winners, job_rows = reserve(ctx, job, decision)            # 3. reserve
         log.info("%s: reserved %s of %s new", job.name, f"{len(winners):,}",
                  f"{len(decision.to_reserve):,}")
-        composed = compose(ctx, job, winners, extracted)           # 4. compose
+        composed = compose(ctx, job, winners, extracted)           # 4. compose (and store)
         if not winners.empty:
             log.info("%s: composed %s email(s)%s", job.name, f"{len(composed.emails):,}",
                      f", {len(composed.failures)} could not be rendered" if composed.failures else "")
-        delivered = store_and_deliver(ctx, job, winners, composed)  # 5. deliver
+        delivered = deliver_won(ctx, job, winners, composed)       # 5. deliver
         if not delivered.empty:
             log.info("%s: %s", job.name, count_line(delivered))
         rows += [job_rows, delivered]

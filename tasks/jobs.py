@@ -20,7 +20,7 @@ from dueflow.tasks.core.decide import Decision, DunningStart, most_urgent_first
 from dueflow.tasks.core.defaults import DELIVERY_WORKERS
 from dueflow.tasks.core.frames import pd
 from dueflow.tasks.core.keys import Job
-from dueflow.tasks.core.render import Composed
+from dueflow.tasks.core.render import Composed, Prepared
 from dueflow.tasks.core.report import concat_rows, key_rows, no_rows
 from dueflow.tasks.core.statuses import LedgerStatus, RowStatus
 from dueflow.tasks.deliver import DeliverySettings, Recipient, deliver
@@ -169,8 +169,22 @@ def reserve(ctx: RunContext, job: JobSpec, decision: Decision) -> tuple[pd.DataF
     return winners, concat_rows(rows)
 
 
-def compose(ctx: RunContext, job: JobSpec, winners: pd.DataFrame, extracted: Extracted) -> Composed:
-    return job.compose(winners, extracted, ctx) if not winners.empty else Composed()
+# Keys rendered, then stored, at a time: a first night's tens of thousands of messages
+# (5–10 KB each in memory) are never all held at once.
+COMPOSE_CHUNK = 5_000
+
+
+def compose(ctx: RunContext, job: JobSpec, winners: pd.DataFrame, extracted: Extracted) -> Prepared:
+    """Render the winners' emails COMPOSE_CHUNK keys at a time and, unless this is a dry
+    run, store each chunk's messages on their ledger rows before rendering the next: every
+    message is stored before any is sent (G2), and only the addressing stays in memory."""
+    prepared = Prepared()
+    for start in range(0, len(winners), COMPOSE_CHUNK):
+        composed = job.compose(winners.iloc[start:start + COMPOSE_CHUNK], extracted, ctx)
+        if not ctx.params.dry_run:
+            store_messages(ctx.database, composed)
+        prepared += composed.addressed()
+    return prepared
 
 
 def delivery_rows(jobs: str | dict[str, str], deliveries: Sequence, retry: bool = False) -> pd.DataFrame:
@@ -179,18 +193,17 @@ def delivery_rows(jobs: str | dict[str, str], deliveries: Sequence, retry: bool 
     return key_rows(job, frame, [d.status for d in deliveries], [d.detail for d in deliveries], retry)
 
 
-def store_and_deliver(ctx: RunContext, job: JobSpec, winners: pd.DataFrame,
-                      composed: Composed) -> pd.DataFrame:
-    """Store each message before any is sent (G2), then deliver; one row per key."""
+def deliver_won(ctx: RunContext, job: JobSpec, winners: pd.DataFrame, prepared: Prepared) -> pd.DataFrame:
+    """Deliver the stored messages of the keys this run won; one row per key (a dry run
+    lists what it would send)."""
     if winners.empty:
         return no_rows()
     if ctx.params.dry_run:
         subjects = {e.key: e.subject + (f" [{e.draft_source} paragraph]" if e.draft_source else "")
-                    for e in composed.emails} | dict(composed.failures)
+                    for e in prepared.emails} | dict(prepared.failures)
         return key_rows(job.name, winners, RowStatus.WOULD_SEND, subjects)
-    store_messages(ctx.database, composed)
-    failed = dict(composed.failures)
-    items = [Recipient(e.key, e.recipient) for e in composed.emails]
+    failed = dict(prepared.failures)
+    items = [Recipient(e.key, e.recipient) for e in prepared.emails]
     return concat_rows([key_rows(job.name, winners[winners["key"].isin(failed)], RowStatus.FAILED, failed),
                         delivery_rows(job.name, deliver(items, ctx.delivery, DELIVERY_WORKERS))])
 

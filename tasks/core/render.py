@@ -270,6 +270,36 @@ class Composed:
         return Composed(self.emails + other.emails, self.failures + other.failures,
                         self.drafts + other.drafts)
 
+    def addressed(self) -> Prepared:
+        """What the steps after composing read, once the messages are stored."""
+        return Prepared([Addressed(e.key, e.recipient, e.subject, e.draft_source) for e in self.emails],
+                        self.failures, self.drafts)
+
+
+@dataclass(frozen=True)
+class Addressed:
+    """An email whose message is stored on its ledger row: what the steps after composing
+    read of it. Delivery sends the stored message (G2, G7): no body is kept in memory."""
+
+    key: str
+    recipient: str
+    subject: str
+    draft_source: str | None = None  # shown by a dry run
+
+
+@dataclass
+class Prepared:
+    """The composed emails of a run's winners, stored chunk by chunk: their addressing,
+    the keys that could not be rendered (with why), and the paragraphs used."""
+
+    emails: list[Addressed] = field(default_factory=list)
+    failures: list[tuple[str, str]] = field(default_factory=list)
+    drafts: list[Draft] = field(default_factory=list)
+
+    def __add__(self, other: Prepared) -> Prepared:
+        return Prepared(self.emails + other.emails, self.failures + other.failures,
+                        self.drafts + other.drafts)
+
 
 def compose_each(due: pd.DataFrame, render_one: Callable[[Any], OutgoingEmail]) -> Composed:
     """Render every row; a row that cannot be rendered is reported, not fatal (G6)."""

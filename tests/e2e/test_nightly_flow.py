@@ -152,3 +152,39 @@ def test_smtp_faults_end_in_a_known_state(run_env, smtp_sink, fault):
     assert again.won == 0 and len(smtp_sink.keys()) == 1
     assert (again.ledger_pending, again.ledger_failed) == (
         (1, 0) if expected == "pending" else (0, 1))
+
+
+def test_messages_are_composed_and_stored_chunk_by_chunk_and_all_stored_before_any_send(
+        run_env, smtp_sink, monkeypatch):
+    """A surge is rendered a chunk at a time (memory stays bounded); every message is on its
+    ledger row before the first one is handed to SMTP (G2), and each is sent once."""
+    from dueflow.tasks import jobs
+
+    url = run_env
+    monkeypatch.setattr(jobs, "COMPOSE_CHUNK", 3)
+    stored_chunks: list[int] = []
+    store = jobs.store_messages
+
+    def store_and_count(database, composed):
+        stored_chunks.append(len(composed.emails))
+        return store(database, composed)
+
+    monkeypatch.setattr(jobs, "store_messages", store_and_count)
+    insert_contracts(url, [contract(f"c-{n}", START + timedelta(days=30)) for n in range(8)])
+    unstored_at_each_send: list[int] = []
+
+    def count_unstored(_key: str) -> None:
+        with db.engine_for(url).connect() as conn:
+            unstored_at_each_send.append(conn.execute(text(
+                "SELECT count(*) FROM dueflow_ledger WHERE body_text IS NULL")).scalar_one())
+
+    smtp_sink.on_data = count_unstored
+    summary = nightly_alerts(as_of=START, renewal_leads=LEADS)
+    smtp_sink.on_data = None
+    assert summary.sent == 8 and summary.failed == summary.pending == 0
+    assert stored_chunks == [3, 3, 2] and unstored_at_each_send == [0] * 8
+    received = smtp_sink.keys()
+    assert sorted(received) == sorted(f"renewal/c-{n}/{START + timedelta(days=30)}/30d" for n in range(8))
+    with db.engine_for(url).connect() as conn:
+        subjects = conn.execute(text("SELECT key, subject FROM dueflow_ledger")).all()
+    assert len(subjects) == 8 and all(s.startswith("Contract renews in 30 days") for _, s in subjects)
