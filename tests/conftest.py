@@ -14,6 +14,15 @@ os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
 # while the next flow run is created makes the API answer 503 and the client sleep
 # ~2 s. The tests assert on dueflow's ledger and mailbox, not on task-run records.
 os.environ.setdefault("PREFECT_SERVER_SERVICES_TASK_RUN_RECORDER_ENABLED", "false")
+# Nor does any test of the session's server read its events, schedules or automations: the
+# services behind them cost a third of the server's CPU per flow run (measured: 3.7 s → 2.4 s
+# for 20 runs). tests/e2e/test_prefect_ui.py checks events on a server process of its own
+# with every service on (prefect_server_process starts it without these variables).
+os.environ.update({name: os.environ.get(name, "false") for name in [
+    *(f"PREFECT_SERVER_SERVICES_{service}_ENABLED" for service in (
+        "EVENT_PERSISTER", "EVENT_LOGGER", "TRIGGERS", "SCHEDULER", "LATE_RUNS", "FOREMAN",
+        "CANCELLATION_CLEANUP", "PAUSE_EXPIRATIONS", "REPOSSESSOR", "DB_VACUUM")),
+    "PREFECT_SERVER_EVENTS_STREAM_OUT_ENABLED"]})
 
 import uuid
 from collections.abc import Callable, Iterator

@@ -38,7 +38,7 @@ from tests.factories import client, contract, insert, invoice, without_keys
 from tests.openai_server import openai_stub
 
 START = date(2027, 3, 1)
-NIGHTS = settings(max_examples=examples(6), deadline=None,
+NIGHTS = settings(max_examples=examples(4), deadline=None,
                   suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
                                          HealthCheck.data_too_large])
 PARAGRAPH = re.compile(r" \[(template|llm) paragraph\]$")

@@ -130,11 +130,11 @@ def fill_many(url: str, count: int) -> None:
 
 
 def test_a_large_export_streams_in_bounded_memory(db_url, tmp_path):
-    count = 20_000
+    count = 8_000
     fill_many(db_url, count)
     engine = db.engine_for(db_url)
-    sizes = [len(chunk) for chunk in ledger_chunks(engine, LedgerFilter(), chunk_rows=7_000)]
-    assert sum(sizes) == count and max(sizes) <= 7_000 and len(sizes) == 3
+    sizes = [len(chunk) for chunk in ledger_chunks(engine, LedgerFilter(), chunk_rows=3_000)]
+    assert sum(sizes) == count and max(sizes) <= 3_000 and len(sizes) == 3
 
     tracemalloc.start()
     try:
@@ -148,6 +148,6 @@ def test_a_large_export_streams_in_bounded_memory(db_url, tmp_path):
         tracemalloc.stop()
     assert rows == count
     assert sum(1 for _ in (tmp_path / "big.csv").open(encoding="utf-8")) == count + 1
-    # One 1,000-row chunk at a time: a fraction of holding all 20,000 rows at once.
+    # One 1,000-row chunk at a time: a fraction of holding all 8,000 rows at once.
     assert streamed_peak < whole_peak / 4, (streamed_peak, whole_peak)
     assert streamed_peak < 25 * 2**20
