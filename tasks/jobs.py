@@ -179,6 +179,8 @@ def compose(ctx: RunContext, job: JobSpec, winners: pd.DataFrame, extracted: Ext
     run, store each chunk's messages on their ledger rows before rendering the next: every
     message is stored before any is sent (G2), and only the addressing stays in memory."""
     prepared = Prepared()
+    if not ctx.params.dry_run and len(winners) >= db.ANALYZE_BEFORE_STORING:
+        db.refresh_statistics(ctx.database.engine)  # the planner has not seen the rows just reserved
     for start in range(0, len(winners), COMPOSE_CHUNK):
         composed = job.compose(winners.iloc[start:start + COMPOSE_CHUNK], extracted, ctx)
         if not ctx.params.dry_run:

@@ -173,8 +173,9 @@ def _nullable_list(column: pd.Series) -> list[Any]:
 
 
 RESERVE_STATEMENT = {"renewal": "reserve_renewals", "dunning": "reserve_dunning"}
-# Messages stored at once (the rows of a first night or a surge, all reserved moments ago)
-# above which the ledger's statistics are refreshed first (sql/analyze_ledger).
+# Messages about to be stored (the rows of a first night or a surge, all reserved moments
+# ago) from which the ledger's statistics are refreshed first (sql/analyze_ledger): by
+# store_messages for one call, by tasks.jobs.compose for a night stored chunk by chunk.
 ANALYZE_BEFORE_STORING = 10_000
 
 
