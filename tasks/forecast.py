@@ -87,7 +87,7 @@ def forecast(
         renewals["history"] = with_reserved_renewals(renewals["history"], renewals_reserved)
         due = steps.decide_renewals.fn(renewals, night, leads).to_reserve
         if not due.empty:
-            composed = steps.compose_renewals.fn(due, renewal_locale, sender, look)
+            composed = steps.compose_renewals(due, renewal_locale, sender, look)
             parts.append(forecast_rows(night, Job.RENEWAL, due, due["vendor"], _subjects(composed)))
             renewals_reserved = pd.concat(
                 [renewals_reserved, due.loc[:, ["subject_id", "cycle", "step_rank"]]], ignore_index=True)
@@ -98,7 +98,7 @@ def forecast(
         if not due.empty:
             drafts = [template_draft(reminder, FORECAST_NOTE)
                       for reminder in reminders(due[due["step"].isin(DRAFTED_STEPS)])]
-            composed = steps.compose_dunning.fn(due, dunning_history, sender, drafts, night, look)
+            composed = steps.compose_dunning(due, dunning_history, sender, drafts, night, look)
             parts.append(forecast_rows(night, Job.DUNNING, due, due["client_name"], _subjects(composed)))
             dunning_history = with_sent_dunning_steps(dunning_history, due, night)
     kept = [part for part in parts if not part.empty]

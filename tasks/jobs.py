@@ -25,6 +25,7 @@ from dueflow.tasks.core.report import concat_rows, key_rows, no_rows
 from dueflow.tasks.core.statuses import LedgerStatus, RowStatus
 from dueflow.tasks.deliver import DeliverySettings, Recipient, deliver
 from dueflow.tasks.steps import (
+    compose_and_store,
     compose_dunning,
     compose_renewals,
     decide_dunning,
@@ -182,10 +183,9 @@ def compose(ctx: RunContext, job: JobSpec, winners: pd.DataFrame, extracted: Ext
     if not ctx.params.dry_run and len(winners) >= db.ANALYZE_BEFORE_STORING:
         db.refresh_statistics(ctx.database.engine)  # the planner has not seen the rows just reserved
     for start in range(0, len(winners), COMPOSE_CHUNK):
-        composed = job.compose(winners.iloc[start:start + COMPOSE_CHUNK], extracted, ctx)
-        if not ctx.params.dry_run:
-            store_messages(ctx.database, composed)
-        prepared += composed.addressed()
+        chunk = winners.iloc[start:start + COMPOSE_CHUNK]
+        prepared += compose_and_store(lambda chunk=chunk: job.compose(chunk, extracted, ctx),
+                                      None if ctx.params.dry_run else ctx.database)
     return prepared
 
 

@@ -8,7 +8,7 @@ task hashes its inputs (NO_CACHE) and nothing is persisted.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import date
 
 from prefect import task
@@ -38,6 +38,7 @@ from dueflow.tasks.core.render import (
     Composed,
     Draft,
     EmailLook,
+    Prepared,
     compose_dunning_emails,
     compose_renewal_alerts,
 )
@@ -161,9 +162,9 @@ def _not_rendered(decision: Decision) -> Composed:
         decision.quarantined["source_id"], decision.quarantined["reason"], strict=True)])
 
 
-@task(name="compose-renewal-alerts", cache_policy=NO_CACHE)
 def compose_renewals(winners: pd.DataFrame, locale: str, sender: Mailbox,
                      look: EmailLook | None = None) -> Composed:
+    """Render renewal alerts (called inside compose_and_store, the task)."""
     return compose_renewal_alerts(winners, locale, sender, look)
 
 
@@ -185,12 +186,25 @@ def draft_reminders(
     return draft_paragraphs(reminders, history, llm)
 
 
-@task(name="compose-dunning-emails", cache_policy=NO_CACHE)
 def compose_dunning(
     winners: pd.DataFrame, history: pd.DataFrame, sender: Mailbox, drafts: Sequence[Draft],
     as_of: date | None = None, look: EmailLook | None = None,
 ) -> Composed:
+    """Render dunning emails (called inside compose_and_store, the task)."""
     return compose_dunning_emails(winners, history, sender, {d.key: d for d in drafts}, as_of, look)
+
+
+@task(name="compose-and-store", cache_policy=NO_CACHE)
+def compose_and_store(render: Callable[[], Composed], database: Database | None) -> Prepared:
+    """Render one chunk of tonight's winners and, unless this is a dry run (no database),
+    commit each message on its ledger row before anything is sent (G2); rows that could not
+    be rendered are marked failed. Returns only the addressing: Prefect keeps every task's
+    result until the flow run ends, and a chunk's messages take tens of MB."""
+    composed = render()
+    if database is not None:
+        db.store_messages(database.engine, [email.as_row() for email in composed.emails])
+        db.record_unrendered(database.engine, composed.failures)
+    return composed.addressed()
 
 
 @task(name="publish-report", cache_policy=NO_CACHE)

@@ -164,13 +164,14 @@ def test_messages_are_composed_and_stored_chunk_by_chunk_and_all_stored_before_a
     monkeypatch.setattr(jobs, "COMPOSE_CHUNK", 3)
     monkeypatch.setattr(db, "ANALYZE_BEFORE_STORING", 8)  # a "surge" of 8: statistics first
     stored_chunks: list[int] = []
-    store = jobs.store_messages
+    compose_and_store = jobs.compose_and_store
 
-    def store_and_count(database, composed):
-        stored_chunks.append(len(composed.emails))
-        return store(database, composed)
+    def count_chunks(render, database):
+        prepared = compose_and_store(render, database)
+        stored_chunks.append(len(prepared.emails))
+        return prepared
 
-    monkeypatch.setattr(jobs, "store_messages", store_and_count)
+    monkeypatch.setattr(jobs, "compose_and_store", count_chunks)
     insert_contracts(url, [contract(f"c-{n}", START + timedelta(days=30)) for n in range(8)])
     unstored_at_each_send: list[int] = []
 
