@@ -31,10 +31,16 @@ from dueflow.tasks.core.statuses import SendResult
 CANDIDATE_COLUMNS = ("key", "subject_id", "cycle", "step", "step_rank", "recipient", "previous_by")
 
 
-@cache
 def engine_for(url: str, lock_timeout: float = DB_LOCK_TIMEOUT) -> Engine:
     """One engine per URL and process; SQLite gets WAL, serialised writers, and waits up to
     `lock_timeout` seconds for a file another process is writing to."""
+    # One cache key however the caller spells the arguments: `engine_for(url)` and
+    # `engine_for(url, 30)` must share one pool, or each holds its own connections.
+    return _engine(url, float(lock_timeout))
+
+
+@cache
+def _engine(url: str, lock_timeout: float) -> Engine:
     try:
         parsed = make_url(url)
         if parsed.drivername == "postgresql":

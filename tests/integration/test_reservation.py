@@ -87,6 +87,15 @@ def test_rereservation_wins_nothing(db_url):
     assert again == set(candidates(list(range(50, 60)))["key"])
 
 
+def test_one_pool_per_database_however_the_arguments_are_spelled(db_url):
+    # Two pools for one URL would each keep their connections: a process that runs many
+    # nights (tests, a served deployment) would exhaust PostgreSQL's max_connections.
+    engine = db.engine_for(db_url)
+    assert db.engine_for(db_url, db.DB_LOCK_TIMEOUT) is engine
+    assert db.engine_for(db_url, lock_timeout=int(db.DB_LOCK_TIMEOUT)) is engine
+    assert db.Database(db_url).engine is engine
+
+
 def test_a_stale_run_cannot_reserve_a_less_urgent_lead(db_url):
     engine = db.engine_for(db_url)
     assert db.reserve(engine, "renewal", candidates([1, 2], lead=15), AS_OF, None)
