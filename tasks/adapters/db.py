@@ -284,7 +284,27 @@ STORE_ARRAYS = {"keys": "key", "recipients": "recipient", "subjects": "subject",
                 "bodies_text": "body_text", "bodies_html": "body_html",
                 "message_ids": "message_id", "draft_sources": "draft_source",
                 "draft_notes": "draft_note"}
-STORE_CHUNK = 5_000  # messages per statement: keeps each set of array literals to a few MB
+# Messages per statement, at most, and characters of message text per statement, at most:
+# each statement's array literals are copied several times on their way to the server
+# (joined, escaped, encoded), so a statement of 5,000 messages of 10 KB raised the
+# process's peak by 320 MB; one of 4 MB of text, by about 40 (docs/performance.md).
+STORE_CHUNK = 5_000
+STORE_CHARS = 4_000_000
+
+
+def store_batches(rows: Sequence[Mapping[str, Any]], max_rows: int = STORE_CHUNK,
+                  max_chars: int = STORE_CHARS) -> Iterator[Sequence[Mapping[str, Any]]]:
+    """The rows in order, in consecutive batches of at most `max_rows` rows and, unless
+    one message alone is larger, `max_chars` characters of subject and bodies."""
+    start, size = 0, 0
+    for end, row in enumerate(rows):
+        chars = sum(len(row.get(f) or "") for f in ("subject", "body_text", "body_html"))
+        if end > start and (end - start >= max_rows or size + chars > max_chars):
+            yield rows[start:end]
+            start, size = end, 0
+        size += chars
+    if start < len(rows):
+        yield rows[start:]
 
 
 def store_messages(engine: Engine, messages: Sequence[Mapping[str, Any]]) -> None:
@@ -301,8 +321,7 @@ def store_messages(engine: Engine, messages: Sequence[Mapping[str, Any]]) -> Non
         if engine_dialect == "sqlite":  # executemany stays in process: no round trips
             conn.execute(update, rows)
             return
-        for start in range(0, len(rows), STORE_CHUNK):
-            chunk = rows[start:start + STORE_CHUNK]
+        for chunk in store_batches(rows):
             conn.execute(update, {param: pg_array(row[field] for row in chunk)
                                   for param, field in STORE_ARRAYS.items()})
 

@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import multiprocessing as mp
 from datetime import date
+from itertools import pairwise
 
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from sqlalchemy import text
 
 from dueflow.tasks.adapters import db
+from tests import examples
 from tests.factories import race
 
 AS_OF = date(2027, 1, 1)
@@ -157,7 +161,7 @@ def test_stored_messages_round_trip_and_settled_rows_keep_theirs(db_url, monkeyp
     """store_messages writes each message onto its own pending row, byte for byte, across
     statement chunks; a row already settled is not overwritten, and neither is a message
     stored before (the first one stays: whoever sends the key sends the ledger's text)."""
-    monkeypatch.setattr(db, "STORE_CHUNK", 3)  # several chunks in one transaction
+    monkeypatch.setattr(db, "STORE_CHUNK", 3)  # several statements in one transaction
     engine = db.engine_for(db_url)
     ids = list(range(8))
     db.reserve(engine, "renewal", candidates(ids), AS_OF, None)
@@ -193,6 +197,25 @@ def test_array_literals_never_shift_values():
     assert db.pg_array([]) == "{}"
     with pytest.raises(ValueError, match="NUL"):
         db.pg_array(["one\x00two", "three"])
+
+
+def _chars(row: dict) -> int:
+    return sum(len(row[f] or "") for f in ("subject", "body_text", "body_html"))
+
+
+@settings(max_examples=examples(200), deadline=None)
+@given(sizes=st.lists(st.integers(0, 120), max_size=40), max_rows=st.integers(1, 6),
+       max_chars=st.integers(1, 200))
+def test_store_batches_keep_every_message_in_order_within_both_bounds(sizes, max_rows, max_chars):
+    rows = [{"key": f"k{n}", "subject": "s" * (size % 3), "body_text": "t" * size,
+             "body_html": None if n % 2 else "h" * (size // 2)} for n, size in enumerate(sizes)]
+    batches = list(db.store_batches(rows, max_rows, max_chars))
+    assert [row for batch in batches for row in batch] == rows  # each once, in order
+    for batch in batches:
+        assert 1 <= len(batch) <= max_rows
+        assert sum(map(_chars, batch)) <= max_chars or len(batch) == 1  # a message larger alone
+    for batch, following in pairwise(batches):  # a batch ends only when it must
+        assert len(batch) == max_rows or sum(map(_chars, batch)) + _chars(following[0]) > max_chars
 
 
 @pytest.mark.pg
