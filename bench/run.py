@@ -494,11 +494,11 @@ def reserve_figures(v: dict[str, Any]) -> list[Figure]:
         Figure("reserve: first run (all new)", v["first_seconds"], v["first_won"], "keys",
                target=f"≥ {TARGETS['reserve_keys_per_second']:,} keys/s",
                ok=bulk_rate >= TARGETS["reserve_keys_per_second"],
-               note=f"{v['keys']:,} candidates; a plain ANALYZE of the ledger takes "
-                    f"{v.get('analyze_ledger_seconds', float('nan')):.2f} s"),
+               note=f"{v['keys']:,} candidates; median of {v.get('first_runs')}; a plain ANALYZE of"
+                    f" the ledger takes {v.get('analyze_ledger_seconds', float('nan')):.2f} s"),
         *([Figure("reserve floor: bare INSERT … SELECT … ON CONFLICT DO NOTHING", floor, v["keys"], "keys",
-                  note="the same rows from a temporary table into the ledger with its indexes; rolled back;"
-                       " median of 3"),
+                  note="rows of the same shape from a temporary table into the ledger with its indexes;"
+                       f" rolled back; median of {v.get('floor_runs')}, alternated with the reservations"),
            Figure("reserve vs floor (throughput)", value=f"{floor / v['first_seconds']:.0%}",
                   target=f"≥ {TARGETS['reserve_vs_floor']:.0%}",
                   ok=floor / v["first_seconds"] >= TARGETS["reserve_vs_floor"])] if floor else []),
