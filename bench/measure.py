@@ -222,6 +222,15 @@ def reserve_floor(engine: Any, candidates: pd.DataFrame, as_of: date) -> float:
 RESERVE_ROUNDS = 3
 
 
+def checkpoint(engine: Any) -> None:
+    """Write out the dirty buffers (not timed): 100,000 inserted rows dirty more pages than
+    the default shared_buffers hold, and whichever statement ran next paid for writing
+    out the previous one's (a reservation right after the floor: up to 4× its time)."""
+    with engine.connect() as conn:
+        conn.execute(text("CHECKPOINT"))
+        conn.commit()
+
+
 def measure_reserve(url: str, as_of: date, keys: int, naive_keys: int) -> dict[str, Any]:
     """db.reserve on `keys` new candidates against the floor, alternated RESERVE_ROUNDS
     times (medians), then again on the last round's keys (all conflicts); the per-row
@@ -229,7 +238,8 @@ def measure_reserve(url: str, as_of: date, keys: int, naive_keys: int) -> dict[s
     keys of its own: a key inserted and rolled back (or deleted) leaves a dead index entry
     that the next insert of that key must visit — measured on the bench's ledger, a
     reservation of keys the floor had just rolled back three times took 1.4–5 times as
-    long as one of fresh keys, which made the ratio a measure of that, not of reserve."""
+    long as one of fresh keys, which made the ratio a measure of that, not of reserve —
+    and each starts after a CHECKPOINT."""
     import statistics
 
     engine = db.engine_for(url)
@@ -241,7 +251,9 @@ def measure_reserve(url: str, as_of: date, keys: int, naive_keys: int) -> dict[s
     firsts: list[float] = []
     won_counts: list[int] = []
     for n in range(RESERVE_ROUNDS):
+        checkpoint(engine)
         floors.append(reserve_floor(engine, synthetic_candidates(keys, f"bench-f{n}", as_of), as_of))
+        checkpoint(engine)
         bulk = synthetic_candidates(keys, f"bench-r{n}", as_of)
         won, first = timed(lambda bulk=bulk: db.reserve(engine, "renewal", bulk, as_of, "bench-reserve"))
         firsts.append(first)
