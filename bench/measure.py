@@ -87,6 +87,7 @@ def tree_fingerprint(root: str = ".") -> dict[str, str]:
 def explain_ms(url: str, sql: str, params: dict[str, Any]) -> float:
     """Server-side execution time of one query (EXPLAIN ANALYZE), in ms."""
     with db.engine_for(url).connect() as conn:
+        conn.execute(text(statement("extract_no_jit", "postgresql")))  # as tasks.db.extract_frame runs it
         plan = conn.execute(text("EXPLAIN (ANALYZE, FORMAT JSON) " + sql), params).scalar_one()
     return round(float(plan[0]["Execution Time"]), 1)
 
