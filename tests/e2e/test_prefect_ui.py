@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import date, timedelta
@@ -40,8 +41,14 @@ class Deployed:
 
     def start_run(self, **parameters: object) -> str:
         """A run as the UI's custom-run form creates it."""
-        response = httpx.post(f"{self.api}/deployments/{self.deployment['id']}/create_flow_run",
-                              json={"parameters": parameters}, timeout=30)
+        for attempt in range(5):
+            response = httpx.post(f"{self.api}/deployments/{self.deployment['id']}/create_flow_run",
+                                  json={"parameters": parameters}, timeout=30)
+            # 503 is how Prefect's server says "my SQLite database was busy, nothing was
+            # done, try again"; its own client retries it, and so does this.
+            if response.status_code != 503:
+                break
+            time.sleep(0.5 * 2 ** attempt)
         response.raise_for_status()
         return response.json()["id"]
 
