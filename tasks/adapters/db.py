@@ -287,7 +287,7 @@ STORE_ARRAYS = {"keys": "key", "recipients": "recipient", "subjects": "subject",
 # Messages per statement, at most, and characters of message text per statement, at most:
 # each statement's array literals are copied several times on their way to the server
 # (joined, escaped, encoded), so a statement of 5,000 messages of 10 KB raised the
-# process's peak by 320 MB; one of 4 MB of text, by about 40 (docs/performance.md).
+# process's peak by 320 MB; one of 4 million characters, by about 40 (docs/performance.md).
 STORE_CHUNK = 5_000
 STORE_CHARS = 4_000_000
 
