@@ -247,3 +247,29 @@ def test_many_messages_are_stored_with_fresh_statistics(pg_url):
     with engine.connect() as conn:
         stored = conn.execute(text("SELECT count(*) FROM dueflow_ledger WHERE body_text = 't'")).scalar_one()
     assert stored == len(few) + len(many)
+
+
+
+@pytest.mark.pg
+def test_a_large_reservation_probes_the_ledger_instead_of_scanning_it(pg_url):
+    """Regression: given 100,000 candidates, the planner chose a merge anti join over the
+    whole renewals index for the ordering check, 7 s instead of 0.4 on a ledger of 2.4
+    million rows; on this small ledger, a hash anti join over a scan of all of it. The
+    reservation probes the ledger by index, one candidate at a time."""
+    from dueflow.sql import statement
+
+    engine = db.engine_for(pg_url)
+    db.init_db(engine)
+    db.reserve(engine, "renewal", candidates(list(range(30_000)), lead=15), AS_OF, None, status="sent")
+    with engine.connect() as conn:
+        conn.execute(text("ANALYZE dueflow_ledger"))
+        conn.commit()
+    arrays = db.reserve_arrays(db.candidate_columns(candidates(list(range(10_000, 40_000)))))
+    with engine.connect() as conn:  # as db.reserve runs it, explained instead of executed
+        conn.execute(text(statement("reserve_plan", "postgresql")))
+        plan = "\n".join(row[0] for row in conn.execute(
+            text("EXPLAIN " + statement("reserve_renewals", "postgresql")),
+            arrays | {"as_of": AS_OF.isoformat(), "flow_run_id": None, "status": "pending"}))
+    assert "Nested Loop Anti Join" in plan, plan
+    assert "Index Only Scan using dueflow_ledger_renewals" in plan, plan
+    assert "Merge" not in plan and "Hash" not in plan and "Seq Scan" not in plan, plan
