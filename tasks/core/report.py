@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import pickle
+import zlib
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from datetime import date
 from typing import Any
 
@@ -94,6 +96,17 @@ class RunSummary:
     def counts(self) -> dict[str, int]:
         return {name: getattr(self, name) for name in COUNT_NAMES}
 
+    def __reduce__(self) -> tuple[Any, tuple[bytes]]:
+        # Prefect persists the summary as the flow run's result: pickled, then base64 of the
+        # whole, several copies alive at once — 100 MB at the peak of a first night of
+        # 88,000 keys, a sixth of the process's peak. Its frames compress several-fold.
+        # Pickled straight into the compressor, in the pickler's frames of 64 KB: the whole
+        # pickle is never held at once.
+        deflated = _Deflated()
+        pickle.Pickler(deflated, protocol=5).dump({f.name: getattr(self, f.name) for f in fields(self)})
+        return _restore_summary, (deflated.finish(),)
+
+
     def headline(self) -> str:
         if self.skipped:
             return f"Run for {self.as_of} did nothing: {self.skipped}."
@@ -115,6 +128,26 @@ class RunSummary:
         return (f"Run for {self.as_of}: {self.sent} sent, {self.failed} failed, {self.pending} pending"
                 f"{unsent} of {self.won} new{retried}; {self.already_handled} already handled{earlier}, "
                 f"{self.quarantined} quarantined.")
+
+
+class _Deflated:
+    """A write-only file whose content is compressed as it is written."""
+
+    def __init__(self) -> None:
+        self._compressor = zlib.compressobj(1)
+        self._parts: list[bytes] = []
+
+    def write(self, data: bytes | pickle.PickleBuffer) -> int:
+        view = memoryview(data)  # protocol 5 hands large arrays over as PickleBuffers
+        self._parts.append(self._compressor.compress(view))
+        return view.nbytes
+
+    def finish(self) -> bytes:
+        return b"".join([*self._parts, self._compressor.flush()])
+
+
+def _restore_summary(blob: bytes) -> RunSummary:
+    return RunSummary(**pickle.loads(zlib.decompress(blob)))
 
 
 def summarize(

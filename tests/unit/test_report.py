@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from dueflow.tasks.core.report import (
     COUNT_LABELS,
+    ROW_COLUMNS,
     TABLE_COLUMNS,
     facts_of,
     key_rows,
@@ -80,3 +81,39 @@ def test_a_pending_email_says_which_command_settles_it():
                     RowStatus.PENDING, "connection lost after DATA")
     text = markdown(summarize(AS_OF, False, None, rows, {}))
     assert f"`dueflow resolve {key} --as sent`" in text and "connection lost after DATA" in text
+
+
+@settings(max_examples=examples(40), deadline=None)
+@given(run=runs(), tokens=st.lists(st.integers(0, 2**40), max_size=3) | st.integers(9_000, 20_000),
+       warning=TEXT)
+def test_the_summary_survives_pickling_as_prefect_persists_it(run, tokens, warning):
+    """Prefect persists the summary as the flow run's result (cloudpickle); a notebook reads it
+    back. Large numeric columns reach the pickler as out-of-band buffers (protocol 5)."""
+    import pickle
+
+    import cloudpickle
+
+    rows, facts = run
+    counts = list(range(tokens)) if isinstance(tokens, int) else tokens
+    drafts = pd.DataFrame({"key": [f"dunning/i{i}/REMINDED_1" for i in range(len(counts))],
+                           "prompt_tokens": pd.Series(counts, dtype="int64")})
+    summary = summarize(AS_OF, False, "run-1", rows, {"pending": 2}, drafts=drafts,
+                        warnings=[warning], facts=facts)
+    for dumps in (cloudpickle.dumps, pickle.dumps):
+        back = pickle.loads(dumps(summary))
+        assert back.counts() == summary.counts() and back.headline() == summary.headline()
+        assert (back.as_of, back.flow_run_id, back.warnings) == (AS_OF, "run-1", [warning])
+        assert back.ledger_pending == 2
+        for name in ("rows", "facts", "drafts", "unsettled"):
+            pd.testing.assert_frame_equal(getattr(back, name), getattr(summary, name))
+
+
+def test_a_large_summary_is_persisted_compressed():
+    """A first night's summary (tens of thousands of reminder paragraphs) is persisted by
+    Prefect: it pickles to a fraction of its text."""
+    import pickle
+
+    drafts = pd.DataFrame({"key": [f"dunning/i{i}/REMINDED_1" for i in range(20_000)],
+                           "paragraph": "Your invoice is overdue; please pay it when you can."})
+    summary = summarize(AS_OF, False, None, pd.DataFrame(columns=list(ROW_COLUMNS)), {}, drafts=drafts)
+    assert len(pickle.dumps(summary)) < len(pickle.dumps(drafts)) / 4
