@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     engine, as_of = db.engine_for(args.database_url), args.as_of
     checked = statement("reserve_renewals", "postgresql")
-    unchecked = checked[:checked.index("WHERE")] + checked[checked.index("ON CONFLICT"):]
+    unchecked = checked[:checked.index("\nWHERE ")] + "\n" + checked[checked.index("\nON CONFLICT") + 1:]
     run = os.urandom(3).hex()  # keys no earlier run inserted (and deleted)
     seconds: dict[str, list[float]] = {"floor": [], "reservation": [], "without the ordering check": []}
     try:

@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sqlalchemy import text
 
+from dueflow.sql import statement
 from dueflow.tasks.adapters import db
 from tests import examples
 from tests.factories import race
@@ -249,15 +250,12 @@ def test_many_messages_are_stored_with_fresh_statistics(pg_url):
     assert stored == len(few) + len(many)
 
 
-
 @pytest.mark.pg
 def test_a_large_reservation_probes_the_ledger_instead_of_scanning_it(pg_url):
     """Regression: given 100,000 candidates, the planner chose a merge anti join over the
     whole renewals index for the ordering check, 7 s instead of 0.4 on a ledger of 2.4
     million rows; on this small ledger, a hash anti join over a scan of all of it. The
     reservation probes the ledger by index, one candidate at a time."""
-    from dueflow.sql import statement
-
     engine = db.engine_for(pg_url)
     db.init_db(engine)
     db.reserve(engine, "renewal", candidates(list(range(30_000)), lead=15), AS_OF, None, status="sent")
