@@ -71,7 +71,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--baseline-tree", default=None,
                         help="a directory holding another dueflow tree as dueflow/ (e.g. the last commit):"
                              " the process night and the imports are measured for it too, in this run")
-    parser.add_argument("--import-repeats", type=int, default=3)
+    parser.add_argument("--import-repeats", type=int, default=5)
     parser.add_argument("--invoice-age-days", type=int, default=None,
                         help="invoices are sent over this many days before the bench date (default 540);"
                              " 60 gives many open invoices not yet due")

@@ -9,7 +9,7 @@ from itertools import pairwise
 
 import pandas as pd
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import text
 
@@ -198,6 +198,23 @@ def test_array_literals_never_shift_values():
     assert db.pg_array([]) == "{}"
     with pytest.raises(ValueError, match="NUL"):
         db.pg_array(["one\x00two", "three"])
+
+
+# Any text PostgreSQL can hold (no NUL, no lone surrogates), None, and the odd number.
+ARRAY_VALUES = st.one_of(st.none(), st.integers(-10**6, 10**6),
+                         st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00")))
+
+
+@pytest.mark.pg
+@settings(max_examples=examples(150), deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(values=st.lists(ARRAY_VALUES, max_size=12))
+def test_array_literals_carry_any_text_to_postgresql_unchanged(pg_url, values):
+    """Every value arrives as its own element, byte for byte, whichever path pg_array took
+    (all text joined as it is, or each value through str(), NULL for None)."""
+    with db.engine_for(pg_url).connect() as conn:
+        back = conn.execute(text("SELECT CAST(:a AS text[])"), {"a": db.pg_array(values)}).scalar_one()
+    assert back == [None if v is None else str(v) for v in values]
 
 
 def _chars(row: dict) -> int:
