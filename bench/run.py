@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 DEFAULT_URL = "postgresql+psycopg2://postgres@127.0.0.1:5432/dueflow_bench"
+SMALL_URL = DEFAULT_URL + "_small"
 PROTECTED_DATABASES = frozenset({"postgres", "test", "root", "template0", "template1"})
 T = TypeVar("T")
 
@@ -54,7 +55,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--small", action="store_true",
                         help="quick check: 20k contracts, 20k invoices, 2k clients, 10k reserve keys,"
-                             " 200 emails")
+                             " 200 emails; in its own database (dueflow_bench_small)")
     parser.add_argument("--contracts", type=int, default=1_000_000)
     parser.add_argument("--invoices", type=int, default=1_000_000)
     parser.add_argument("--clients", type=int, default=50_000)
@@ -88,6 +89,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.small:
         args.contracts, args.invoices, args.clients = 20_000, 20_000, 2_000
+        if args.database_url == DEFAULT_URL:  # keep the full run's data for --reuse-data
+            args.database_url = SMALL_URL
         args.reserve_keys, args.naive_reserve_keys, args.emails = 10_000, 1_000, 200
     return args
 
