@@ -27,7 +27,8 @@ from typing import Any
 
 from sqlalchemy import create_engine, text
 
-DEFAULT_URL = "postgresql+psycopg2://postgres@127.0.0.1:5432/dueflow_bench"
+from bench.run import DEFAULT_URL
+
 SCHEMA = "ledger_export_bench"
 WHOLE = """
 import sys

@@ -254,7 +254,8 @@ def measure_reserve(url: str, as_of: date, keys: int, naive_keys: int) -> dict[s
     delete_run_rows(url, "bench-reserve", "bench-naive-reserve")
     # Not timed: the rows earlier benchmark runs inserted and deleted leave dead heap and
     # index entries that the statements visit (an index-only scan of the reservation's
-    # cycles made 1.2 million heap fetches): every run starts from a vacuumed ledger.
+    # cycles made 1.2 million heap fetches): every run starts from a vacuumed ledger. It
+    # also warms the pool: connecting is not reserving.
     with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
         conn.execute(text("VACUUM (INDEX_CLEANUP ON) dueflow_ledger"))
     floors: list[float] = []

@@ -22,10 +22,10 @@ from typing import Any
 from sqlalchemy import text
 
 from bench import measure
+from bench.run import DEFAULT_URL
 from dueflow.sql import statement
 from dueflow.tasks.adapters import db
 
-DEFAULT_URL = "postgresql+psycopg2://postgres@127.0.0.1:5432/dueflow_bench"
 RUN_ID = "bench-reserve-check"
 
 

@@ -573,10 +573,9 @@ def import_figures(results: dict[str, Any]) -> list[Figure]:
                             target=f"≤ {limit} s" if judged else "",
                             ok=i["above_prefect"] <= limit if judged else None,
                             note=f"fresh processes, median of {len(i['runs']['flow'])}: import prefect"
-                                 f" {m['prefect']:.2f} s, the flow module {m['flow']:.2f} s"
-                                 + (f"; `from prefect import flow` (any flow) {m['prefect_flow']:.2f} s,"
-                                    f" so the module adds {i['above_prefect_flow']:+.2f} s to that"
-                                    if "prefect_flow" in m else "")))
+                                 f" {m['prefect']:.2f} s, the flow module {m['flow']:.2f} s;"
+                                 f" `from prefect import flow` (any flow) {m['prefect_flow']:.2f} s,"
+                                 f" so the module adds {i['above_prefect_flow']:+.2f} s to that"))
     return f
 
 
