@@ -98,6 +98,37 @@ def amount_problems(amounts: pd.Series, currencies: pd.Series, *, positive: bool
     return pd.Series(problems, index=amounts.index, dtype="string")
 
 
+_WHOLE = rf"[+-]?\d{{1,{MAX_DIGITS}}}"
+
+
+def amounts_from_minor(frame: pd.DataFrame) -> pd.DataFrame:
+    """Where a source gives its amounts as integer minor units (`amount_minor`: 12345 EUR is
+    123.45), the amount as exact decimal text, by the currency's minor units; over whole
+    columns, one pass per number of minor units. A value that is not a whole number is
+    kept as it is, so the amount check quarantines it; an unknown currency has no amount
+    (the currency check quarantines it)."""
+    if "amount_minor" not in frame:
+        return frame
+    minor = frame["amount_minor"].astype("string").str.strip()
+    if minor.isna().all():  # the source gives `amount`
+        return frame.drop(columns="amount_minor")
+    currency = frame["currency"].astype("string")
+    known = [c for c in currency.dropna().unique() if c in KNOWN_CURRENCIES]
+    units = currency.map({c: minor_units(c) for c in known})
+    whole = minor.str.fullmatch(_WHOLE).fillna(False).astype(bool)
+    amount = minor.where(~whole)  # not a whole number: left for the amount check
+    for unit in units.dropna().unique():
+        rows = whole & (units == unit).fillna(False).astype(bool)
+        if not rows.any():
+            continue
+        value = minor[rows]
+        sign = value.str.slice(0, 1).where(value.str.slice(0, 1) == "-", "")
+        digits = value.str.lstrip("+-").str.zfill(int(unit) + 1)
+        amount[rows] = (sign + digits.str.slice(0, -int(unit)) + "." + digits.str.slice(-int(unit))
+                        if unit else sign + digits)
+    return frame.drop(columns="amount_minor").assign(amount=amount.astype(object).where(amount.notna(), None))
+
+
 @cache
 def _currency_pattern(locale: str) -> tuple:
     from babel import Locale

@@ -1,5 +1,5 @@
 """Statuses: of a ledger row, of one send, of what a run did with one row, and the source
-statuses of the public contract (DESIGN.md). Every status change has one meaning here."""
+statuses of the public contract (docs/design.md). Every status change has one meaning here."""
 
 from __future__ import annotations
 
@@ -64,5 +64,7 @@ NEEDS_ATTENTION = (RowStatus.PENDING, RowStatus.FAILED, RowStatus.NOT_SENT, RowS
 # Source statuses (public contract).
 CONTRACT_ACTIVE = "active"
 CONTRACT_CANCELLED = "cancelled"
+CONTRACT_STATUSES = (CONTRACT_ACTIVE, CONTRACT_CANCELLED)
 INVOICE_DUNNED = "sent"  # the only invoice status that takes part in dunning
 INVOICE_ENDED = ("draft", "paid", "void")  # statuses that end (or precede) dunning
+INVOICE_STATUSES = ("draft", INVOICE_DUNNED, "paid", "void")
