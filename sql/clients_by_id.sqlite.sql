@@ -1,4 +1,4 @@
 -- SQLite flavour of clients_by_id.postgresql.sql.
-SELECT id, name, email, locale, notes, CAST(dunning_paused AS TEXT) AS dunning_paused
+SELECT id, name, email, locale, notes, dunning_paused
 FROM clients
 WHERE id IN (SELECT value FROM json_each(:ids))

@@ -4,7 +4,7 @@
 -- due lead, sql/fragments/renewal_settled) comes with its key's parts only: it is counted
 -- as already handled without being read and decided again (docs/performance.md).
 WITH picked AS MATERIALIZED (
-    SELECT c.id, c.vendor, c.title, c.amount, c.currency, c.renewal_date, c.notify_email, c.status,
+    SELECT c.id, c.vendor, c.title, c.amount, c.amount_minor, c.currency, c.renewal_date, c.notify_email, c.status,
            (SELECT min(CAST(l AS integer)) FROM json_array_elements_text(CAST(:leads AS json)) AS l
             WHERE c.renewal_date >= CAST(:as_of AS date)
               AND CAST(l AS integer) >= c.renewal_date - CAST(:as_of AS date)) AS lead
@@ -19,6 +19,7 @@ SELECT id,
        CASE WHEN settled_lead IS NULL THEN vendor END AS vendor,
        CASE WHEN settled_lead IS NULL THEN title END AS title,
        CASE WHEN settled_lead IS NULL THEN amount END AS amount,
+       CASE WHEN settled_lead IS NULL THEN amount_minor END AS amount_minor,
        CASE WHEN settled_lead IS NULL THEN currency END AS currency,
        renewal_date, notify_email, status, settled_lead
 FROM judged

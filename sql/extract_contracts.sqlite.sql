@@ -1,7 +1,7 @@
 -- SQLite flavour of extract_contracts.postgresql.sql (dates read through date(); the
 -- leads as a JSON array through json_each).
 WITH picked AS MATERIALIZED (
-    SELECT c.id, c.vendor, c.title, c.amount, c.currency, date(c.renewal_date) AS renewal_date,
+    SELECT c.id, c.vendor, c.title, c.amount, c.amount_minor, c.currency, date(c.renewal_date) AS renewal_date,
            c.notify_email, c.status,
            (SELECT min(CAST(l.value AS integer)) FROM json_each(:leads) AS l
             WHERE date(c.renewal_date) >= :as_of
@@ -17,6 +17,7 @@ SELECT id,
        CASE WHEN settled_lead IS NULL THEN vendor END AS vendor,
        CASE WHEN settled_lead IS NULL THEN title END AS title,
        CASE WHEN settled_lead IS NULL THEN amount END AS amount,
+       CASE WHEN settled_lead IS NULL THEN amount_minor END AS amount_minor,
        CASE WHEN settled_lead IS NULL THEN currency END AS currency,
        renewal_date, notify_email, status, settled_lead
 FROM judged

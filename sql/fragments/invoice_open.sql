@@ -1,7 +1,8 @@
 -- Invoice x.subject_id still takes part in dunning: 'sent', unpaid, its client found and
--- not paused (SQLite stores booleans as 0/1 or text: the false spellings of
--- tasks.validate.FALSE_TEXT, or NULL).
+-- not paused. dunning_paused is read as text (tasks/adapters/sources.py: a boolean, 0/1,
+-- or text through its value map): the false spellings of tasks.core.validate.FALSE_TEXT,
+-- or NULL, are "not paused". tasks.core.decide.due_dunning_steps applies the same rule to
+-- extracted rows.
 EXISTS (SELECT 1 FROM invoices i JOIN clients cl ON cl.id = i.client_id
         WHERE i.id = x.subject_id AND i.status = 'sent' AND i.paid_at IS NULL
-          AND lower(trim(CAST(COALESCE(cl.dunning_paused, '') AS text)))
-              IN ('0', 'false', 'f', 'no', 'n', 'off', ''))
+          AND lower(trim(COALESCE(cl.dunning_paused, ''))) IN ('0', 'false', 'f', 'no', 'n', 'off', ''))
