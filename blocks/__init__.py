@@ -1,4 +1,4 @@
-"""Configuration: environment variables (DESIGN.md), overridable by Prefect blocks."""
+"""Configuration: environment variables (docs/design.md), overridable by Prefect blocks."""
 
 from dueflow.blocks.settings import Settings, redact_url
 

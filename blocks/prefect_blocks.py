@@ -7,7 +7,8 @@ Register them once per Prefect server:
 
 Name a block in the environment and it overrides the matching variables:
 DUEFLOW_DATABASE_BLOCK (DueflowDatabase), DUEFLOW_MAIL_BLOCK (prefect-email's
-EmailServerCredentials), DUEFLOW_LLM_BLOCK (DueflowLLM), DUEFLOW_EMAIL_BLOCK (DueflowEmail).
+EmailServerCredentials), DUEFLOW_LLM_BLOCK (DueflowLLM), DUEFLOW_EMAIL_BLOCK (DueflowEmail),
+DUEFLOW_SOURCES_BLOCK (DueflowSources).
 """
 
 from __future__ import annotations
@@ -48,3 +49,12 @@ class DueflowEmail(Block):
     contract_contact: str | None = Field(default=None, description="Who to ask about a contract")
     templates_dir: str | None = Field(default=None,
                                       description="Directory of templates that override dueflow's")
+
+
+class DueflowSources(Block):
+    """Where dueflow's columns come from in the company's own tables or views: the text of
+    a mapping file (DUEFLOW_SOURCES_BLOCK; docs/your-data.md). For teams that cannot put a
+    file beside the worker or create a view in the production database."""
+
+    _block_type_name = "Dueflow Sources"
+    mapping: str = Field(description="The mapping, in TOML: [invoices] relation = \"…\" …")

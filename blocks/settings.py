@@ -1,12 +1,14 @@
-"""Settings: every environment variable dueflow reads (the public contract in DESIGN.md),
+"""Settings: every environment variable dueflow reads (the public contract in docs/design.md),
 and the Prefect blocks that override them — read here and nowhere else."""
 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import date, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlsplit, urlunsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -16,6 +18,7 @@ from dueflow.tasks.core.addresses import Mailbox, parse_mailbox
 
 if TYPE_CHECKING:
     from dueflow.tasks.core.render import EmailLook
+    from dueflow.tasks.core.sources import SourceMapping
 
 
 class ConfigError(ValueError):
@@ -94,6 +97,12 @@ class Settings:
     contract_contact: str = ""  # DUEFLOW_CONTRACT_CONTACT: who to ask about a contract
     templates_dir: str | None = None  # DUEFLOW_TEMPLATES_DIR: templates that override ours
     email_block: str | None = None
+    # Where the company's own relations are, and dueflow's own tables (docs/your-data.md).
+    source_schema: str | None = None  # DUEFLOW_SOURCE_SCHEMA
+    ledger_schema: str | None = None  # DUEFLOW_LEDGER_SCHEMA
+    sources_file: str | None = None  # DUEFLOW_SOURCES_FILE: the mapping (TOML)
+    sources_block: str | None = None  # DUEFLOW_SOURCES_BLOCK: a DueflowSources block holding it
+    sources_text: str | None = field(default=None, repr=False)  # the block's mapping, once loaded
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -116,12 +125,39 @@ class Settings:
             mail_block=(env.get("DUEFLOW_MAIL_BLOCK") or "").strip() or None,
             llm_block=(env.get("DUEFLOW_LLM_BLOCK") or "").strip() or None,
             **_email_from_env(env),
+            source_schema=_schema_name(env, "DUEFLOW_SOURCE_SCHEMA"),
+            ledger_schema=_schema_name(env, "DUEFLOW_LEDGER_SCHEMA"),
+            sources_file=(env.get("DUEFLOW_SOURCES_FILE") or "").strip() or None,
+            sources_block=(env.get("DUEFLOW_SOURCES_BLOCK") or "").strip() or None,
         )
         settings.zone()  # fail early on a bad time zone and bad addresses
         settings.sender()
         settings.escalation_address()
         settings.email_look()
+        settings.source_mapping()
         return settings
+
+    def source_mapping(self) -> SourceMapping:
+        """The mapping of the source relations (DUEFLOW_SOURCES_FILE, or the text of the
+        DueflowSources block once `with_blocks` has loaded it), checked: one ConfigError
+        line naming the file, source and column; dueflow's own names without one."""
+        from dueflow.tasks.core.sources import DEFAULT_MAPPING, MappingError, parse_mapping
+
+        if self.sources_text is not None:
+            text, origin = self.sources_text, f"DueflowSources block {self.sources_block!r}"
+        elif self.sources_file:
+            try:
+                text = Path(self.sources_file).expanduser().read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as exc:
+                raise ConfigError(f"DUEFLOW_SOURCES_FILE={self.sources_file!r} cannot be read:"
+                                  f" {getattr(exc, 'strerror', None) or exc}") from None
+            origin = f"DUEFLOW_SOURCES_FILE {self.sources_file}"
+        else:
+            return DEFAULT_MAPPING
+        try:
+            return parse_mapping(text, origin)
+        except MappingError as exc:
+            raise ConfigError(str(exc)) from None
 
     def with_blocks(self) -> Settings:
         """These settings with the blocks they name applied (blocks win). Needs the
@@ -143,6 +179,12 @@ class Settings:
             block = load_block(DueflowLLM, self.llm_block)
             settings = replace(settings, llm=LLMConfig(api_key=block.api_key.get_secret_value(),
                                                        model=block.model, base_url=block.base_url))
+        if self.sources_block:
+            from dueflow.blocks.prefect_blocks import DueflowSources
+
+            block = load_block(DueflowSources, self.sources_block)
+            settings = replace(settings, sources_text=block.mapping)
+            settings.source_mapping()
         if self.email_block:
             from dueflow.blocks.prefect_blocks import DueflowEmail
 
@@ -242,6 +284,19 @@ def _email_from_env(env: Mapping[str, str]) -> dict[str, Any]:
         "templates_dir": one("DUEFLOW_TEMPLATES_DIR"),
         "email_block": one("DUEFLOW_EMAIL_BLOCK"),
     }
+
+
+_SCHEMA_NAME = re.compile(r"[^\x00-\x1f\x7f]{1,63}")
+
+
+def _schema_name(env: Mapping[str, str], name: str) -> str | None:
+    value = (env.get(name) or "").strip()
+    if not value:
+        return None
+    if not _SCHEMA_NAME.fullmatch(value):
+        raise ConfigError(f"{name}={value[:80]!r} is not a schema name (1 to 63 characters, no"
+                          " control characters)")
+    return value
 
 
 def load_block(block_class: Any, name: str) -> Any:

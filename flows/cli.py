@@ -71,32 +71,44 @@ def _version() -> str:
 def _engine(settings: Settings) -> Engine:
     from dueflow.tasks.adapters import db
 
-    return db.engine_for(settings.database_url, settings.db_lock_timeout)
+    return db.engine_for(settings.database_url, settings.db_lock_timeout, settings.ledger_schema)
 
 
-def _check_ready(settings: Settings) -> None:
-    """Fail fast, before any write, on a bad mail URL or an unreachable/uninitialised DB."""
+def _reachable(settings: Settings) -> Engine:
+    """The engine of a database that exists and answers (a missing SQLite file is not
+    created by looking at it)."""
     from sqlalchemy.exc import SQLAlchemyError
 
-    from dueflow.tasks.adapters import db
-    from dueflow.tasks.adapters.mail import parse_mail_url
-
-    parse_mail_url(settings.mail_url)
     engine = _engine(settings)
-    where = redact_url(settings.database_url)
     path = engine.url.database if engine.dialect.name == "sqlite" else None
     if path and path != ":memory:" and not Path(path).exists():  # connecting would create it
         raise UserError(f"the database file {path} does not exist: run `dueflow init-db` first")
     if path:
         _wait_for_sqlite(path, settings.db_lock_timeout)
     try:
-        problems = db.schema_problems(engine)
+        with engine.connect():
+            pass
     except SQLAlchemyError as exc:
         reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
-        raise UserError(f"cannot reach the database {where}: {reason}") from None
-    if problems:
-        raise UserError(f"the database {where} is not ready: {'; '.join(problems)}"
-                        " (`dueflow init-db` creates what is missing)")
+        raise UserError(f"cannot reach the database {redact_url(settings.database_url)}: {reason}") from None
+    return engine
+
+
+def _check_ready(settings: Settings, sources: bool = True, writes: bool = False) -> None:
+    """Fail fast, before any write, on a bad mail URL, an unreachable database, a ledger
+    that is missing or behind, sources dueflow cannot read, and (`writes`) a night whose
+    statements do not plan or whose user cannot write dueflow's tables."""
+    from dueflow.tasks.adapters import db
+    from dueflow.tasks.adapters.mail import parse_mail_url
+
+    parse_mail_url(settings.mail_url)
+    _reachable(settings)
+    try:
+        database = db.open_database(settings, sources=sources)
+        if writes:
+            db.preflight(database)
+    except ConfigError as exc:
+        raise UserError(f"{exc} (database {redact_url(settings.database_url)})") from None
 
 
 def _wait_for_sqlite(path: str, timeout: float) -> None:
@@ -128,11 +140,37 @@ def _wait_for_sqlite(path: str, timeout: float) -> None:
 
 
 def cmd_init_db(args: argparse.Namespace, settings: Settings) -> int:
+    """Create or upgrade dueflow's own tables; with --with-sample-tables, the sample source
+    tables that are missing. Says "ready" only when a run could start: otherwise it names
+    what it cannot create and exits 2."""
     from dueflow.tasks.adapters import db
 
-    db.init_db(_engine(settings))
-    print(f"Schema ready in {redact_url(settings.database_url)}")
+    where = redact_url(settings.database_url)
+    existed = not _sqlite_missing(settings) and db.has_ledger(_reachable(settings))
+    before = db.ledger_version(_engine(settings)) if existed else None
+    version = db.init_db(_engine(settings), sample_tables=args.with_sample_tables,
+                         source_schema=settings.source_schema)
+    if before is None:
+        print(f"Ledger created in {where} (version {version.head}).")
+    elif before.current != version.head:
+        print(f"Ledger upgraded in {where}: version {before.current or 'before versioning'} →"
+              f" {version.head}, every row kept.")
+    else:
+        print(f"Ledger up to date in {where} (version {version.head}).")
+    try:
+        db.open_database(settings)
+    except ConfigError as exc:
+        raise UserError(f"not ready for a run: {exc}. dueflow creates only its own tables; your"
+                        " source tables or views are yours (docs/your-data.md), or run"
+                        " `dueflow init-db --with-sample-tables` for sample ones") from None
+    print("Ready: the ledger and the sources can be read (`dueflow check --sources` shows how).")
     return 0
+
+
+def _sqlite_missing(settings: Settings) -> bool:
+    engine = _engine(settings)
+    path = engine.url.database if engine.dialect.name == "sqlite" else None
+    return bool(path and path != ":memory:" and not Path(path).exists())
 
 
 @contextmanager
@@ -162,7 +200,7 @@ def _stop_on_interrupt() -> Iterator[Callable[[], bool]]:
 
 
 def _run_flow(settings: Settings, as_of: date | None, dry_run: bool, **params: object) -> int:
-    _check_ready(settings)
+    _check_ready(settings, writes=not dry_run)
     _quiet_prefect()
     from dueflow.flows.nightly_alerts import nightly_alerts
     from dueflow.tasks.core.llm_guard import OFF_NOTE
@@ -258,7 +296,8 @@ def cmd_forecast(args: argparse.Namespace, settings: Settings) -> int:
 def cmd_check(args: argparse.Namespace) -> int:
     from dueflow.tasks.check import run_checks
 
-    results = run_checks(on_result=lambda check: print(check.line(), flush=True))
+    results = run_checks(on_result=lambda check: print(check.line(), flush=True), sources=args.sources,
+                         on_lines=lambda line: print(line, flush=True))
     problems = sum(not check.ok for check in results)
     print(f"{len(results) - problems} ok, {problems} problem(s)" if problems else
           f"all {len(results)} checks ok")
@@ -297,8 +336,8 @@ def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
     from dueflow.tasks.adapters.sample_data import seed_sample_data
 
     engine = _engine(settings)
-    db.init_db(engine)
-    added = seed_sample_data(engine, settings.today())
+    db.init_db(engine, sample_tables=True, source_schema=settings.source_schema)
+    added = seed_sample_data(engine, settings.today(), settings.source_schema)
     print(f"dueflow demo — database {redact_url(settings.database_url)}, "
           f"mail to {parse_mail_url(settings.mail_url).describe()}")
     print(f"{added} sample row(s) added (contracts, clients, invoices); running the nightly flow"
@@ -403,7 +442,6 @@ def cmd_quarantine(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_invoices(args: argparse.Namespace, settings: Settings) -> int:
-    from dueflow.sql import statement
     from dueflow.tasks.adapters import db
 
     _check_ready(settings)
@@ -416,7 +454,8 @@ def cmd_invoices(args: argparse.Namespace, settings: Settings) -> int:
             print(f"{row.as_of}  {row.step:<10}  {row.status:<7}  attempts={row.attempts}"
                   f"  to {row.recipient}" + (f"  ({row.error})" if row.error else ""))
         return 0
-    state = db.read_frame(engine, statement("invoice_state"), {})
+    database = db.open_database(settings)
+    state = db.extract_frame(engine, database.source_statement("invoice_state"), {})
     if args.json:
         for record in state.astype(object).where(state.notna(), None).to_dict("records"):
             print(json.dumps(record, default=str))
@@ -450,9 +489,14 @@ def parser() -> argparse.ArgumentParser:
                           help="first night YYYY-MM-DD (default: today)")
     forecast.add_argument("--days", type=_nights, default=7, metavar="N", help="nights (default 7)")
     forecast.add_argument("--format", choices=["table", "csv", "json"], default="table")
-    sub.add_parser("check", help="check the set-up: settings, database, mail server, LLM, Prefect,"
-                   " templates (sends nothing)")
-    sub.add_parser("init-db", help="create the source tables and the ledger (idempotent)")
+    check = sub.add_parser("check", help="check the set-up: settings, database, sources, mail server, LLM,"
+                           " Prefect, templates (sends nothing)")
+    check.add_argument("--sources", action="store_true",
+                       help="also show how each source is read (relation, columns, types), read a sample"
+                            " through the real extract, and the indexes that would help")
+    init = sub.add_parser("init-db", help="create or upgrade dueflow's own tables (the ledger), in place")
+    init.add_argument("--with-sample-tables", action="store_true",
+                      help="also create sample contracts, clients and invoices tables where missing")
     run = sub.add_parser("run", help="run the nightly flow once")
     run.add_argument("--as-of", type=_as_of, help="business date YYYY-MM-DD (default: today)")
     run.add_argument("--dry-run", action="store_true", help="decide and render, write nothing")

@@ -1,4 +1,4 @@
-"""The nightly run: extract → decide → reserve → compose → deliver → report (DESIGN.md),
+"""The nightly run: extract → decide → reserve → compose → deliver → report (docs/design.md),
 for both jobs — renewal alerts and invoice dunning — in one flow run.
 
 The steps (pandas, SQLAlchemy, the templates) are imported when a run starts, not with
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from dueflow.tasks.core.frames import pd
     from dueflow.tasks.core.render import Draft
     from dueflow.tasks.core.report import RunSummary
-    from dueflow.tasks.jobs import RunContext
+    from dueflow.tasks.jobs import JobSpec, RunContext
 
 __all__ = ["DELIVERY_WORKERS", "nightly_alerts"]
 
@@ -85,7 +85,6 @@ def nightly_alerts(
         form, and RunSummary is imported only when a run starts.)
     """
     from dueflow.tasks.adapters import db
-    from dueflow.tasks.adapters.db import Database
     from dueflow.tasks.adapters.lock import run_lock
     from dueflow.tasks.adapters.mail import parse_mail_url
     from dueflow.tasks.core.decide import normalise_leads
@@ -105,25 +104,43 @@ def nightly_alerts(
     if as_of is None:
         as_of = settings.today()
         logger.info("as_of empty: running for %s, today in %s", as_of, settings.timezone)
-    database = Database(settings.database_url, settings.db_lock_timeout)
+    # Every source relation found and every statement of the night planned, and dueflow's
+    # own tables writable, before the first write: a shape dueflow cannot read is one line.
+    database = db.open_database(settings)
+    if not dry_run:
+        db.preflight(database)
     delivery = DeliverySettings(parse_mail_url(settings.mail_url), settings.sender(), database, as_of,
                                 timedelta(minutes=retry_backoff_minutes))
     ctx = RunContext(settings, database, delivery, as_of, flow_run.get_id(), params)
-    if problems := db.schema_problems(database.engine):
-        raise ConfigError("the database is not ready: " + "; ".join(problems)
-                          + " (run `dueflow init-db`)")
     label_run(dry_run, adopt)
     if dry_run or not settings.run_lock:
-        return finish(nightly_run(ctx))
+        return finish(guarded_run(ctx))
     warnings: list[str] = []
     with run_lock(database.engine, warnings) as acquired:
         if not acquired:
             logger.warning("another dueflow run is active on this database; exiting")
             return finish(RunSummary(as_of=as_of, dry_run=False, flow_run_id=ctx.flow_run_id,
                                      skipped="another dueflow run is active on this database"))
-        summary = nightly_run(ctx)
+        summary = guarded_run(ctx)
     summary.warnings.extend(warnings)
     return finish(summary)
+
+
+def guarded_run(ctx: RunContext) -> RunSummary:
+    """`nightly_run`, with a database that refuses what the night needs (read-only, a
+    privilege missing, a statement timeout) said in one line: the ledger keeps what was
+    done, and what was reserved and never handed to SMTP is sent by the next run."""
+    from sqlalchemy.exc import DBAPIError
+
+    from dueflow.tasks.adapters import db
+
+    try:
+        return nightly_run(ctx)
+    except DBAPIError as exc:
+        if db.sqlstate(exc) not in (db.READ_ONLY, db.NO_PRIVILEGE, db.CANCELED):
+            raise
+        raise ConfigError(db.database_problem(exc, "the database refused the night (what was"
+                                              " reserved and not sent goes out with the next run)")) from None
 
 
 def nightly_run(ctx: RunContext) -> RunSummary:
@@ -133,12 +150,13 @@ def nightly_run(ctx: RunContext) -> RunSummary:
     from dueflow.tasks.jobs import JOBS, compose, deliver_won, reserve, send_unsent
 
     log = get_run_logger()
+    sources = {job.name: read_sources(ctx, job) for job in JOBS}  # 1. extract: all before any write
     earlier = send_unsent(ctx)
     if not earlier.empty:
         log.info("earlier runs: %s", count_line(earlier))
     rows, drafts, facts = [earlier], [], []
     for job in JOBS:
-        extracted = job.extract(ctx)                               # 1. extract
+        extracted = sources[job.name]
         log.info("%s: extracted %s", job.name, ", ".join(
             f"{len(f):,} {'earlier ledger rows' if n == 'history' else n}" for n, f in extracted.items()))
         decision = job.decide(extracted, ctx)                      # 2. decide
@@ -157,6 +175,17 @@ def nightly_run(ctx: RunContext) -> RunSummary:
         drafts += composed.drafts
         facts.append(facts_of(job.name, decision.to_reserve, {e.key: e.subject for e in composed.emails}))
     return report(ctx, concat_rows(rows), drafts, pd.concat(facts, ignore_index=True))  # 6. report
+
+
+def read_sources(ctx: RunContext, job: JobSpec) -> dict[str, pd.DataFrame]:
+    """One job's extract. A database that refuses it (a statement timeout, a permission, a
+    value an expression of the mapping cannot read) does so before anything is written."""
+    from dueflow.tasks.steps import SourcesRefused
+
+    extracted = job.extract(ctx)
+    if isinstance(extracted, SourcesRefused):
+        raise ConfigError(extracted.line)
+    return extracted
 
 
 def report(ctx: RunContext, rows: pd.DataFrame, drafts: list[Draft], facts: pd.DataFrame) -> RunSummary:

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import date, timedelta
 from pathlib import Path
+from typing import Any
 
 from dueflow.blocks.settings import ConfigError, Settings, redact_url
 from dueflow.tasks.core import defaults
@@ -61,7 +62,8 @@ def _reason(exc: BaseException) -> str:
 # -- settings ---------------------------------------------------------------------------------
 
 # Each variable alone, through the same parsing as a run: one line per bad variable.
-VARIABLES = ("DUEFLOW_TIMEZONE", "DUEFLOW_MAIL_FROM", "DUEFLOW_ESCALATION_TO", "DUEFLOW_DB_LOCK_TIMEOUT")
+VARIABLES = ("DUEFLOW_TIMEZONE", "DUEFLOW_MAIL_FROM", "DUEFLOW_ESCALATION_TO", "DUEFLOW_DB_LOCK_TIMEOUT",
+             "DUEFLOW_SOURCE_SCHEMA", "DUEFLOW_LEDGER_SCHEMA", "DUEFLOW_SOURCES_FILE")
 
 
 def check_settings(env: dict[str, str]) -> tuple[list[Check], Settings | None]:
@@ -132,29 +134,149 @@ def check_blocks(settings: Settings) -> tuple[Check | None, Settings]:
 
 # -- database ---------------------------------------------------------------------------------
 
-def check_database(settings: Settings) -> Check:
+def check_database(settings: Settings) -> list[Check]:
+    """The database answers, dueflow's own tables are at this version and writable, the
+    sources can be read — each as a run would: every statement of the night planned, a
+    write to dueflow's tables in a rolled-back transaction, and a timed read of each
+    source (tonight's extract), so that a read-only user or a statement timeout shows here,
+    not at night."""
     from sqlalchemy.exc import SQLAlchemyError
 
     from dueflow.tasks.adapters import db
+    from dueflow.tasks.adapters.sources import SourceError, explain_night
 
     where = redact_url(settings.database_url)
     item = f"database {where}"
     try:
-        engine = db.engine_for(settings.database_url, settings.db_lock_timeout)
+        engine = db.engine_for(settings.database_url, settings.db_lock_timeout, settings.ledger_schema)
     except ConfigError as exc:
-        return Check(item, False, str(exc), "correct DUEFLOW_DATABASE_URL")
+        return [Check(item, False, str(exc), "correct DUEFLOW_DATABASE_URL")]
     path = engine.url.database if engine.dialect.name == "sqlite" else None
     if path and path != ":memory:" and not Path(path).exists():  # connecting would create it
-        return Check(item, False, f"the file {path} does not exist", "run `dueflow init-db`")
+        return [Check(item, False, f"the file {path} does not exist", "run `dueflow init-db`")]
     try:
-        problems = db.schema_problems(engine)
+        problems = db.ledger_problems(engine)
+        version = db.ledger_version(engine)
     except SQLAlchemyError as exc:
-        return Check(item, False, f"cannot connect: {_reason(exc)}",
-                     "check DUEFLOW_DATABASE_URL (host, port, user, password) and that the server runs")
+        return [Check(item, False, f"cannot connect: {_reason(exc)}",
+                      "check DUEFLOW_DATABASE_URL (host, port, user, password) and that the server runs")]
     if problems:
-        return Check(item, False, "not ready: " + "; ".join(problems),
-                     "run `dueflow init-db` (it creates what is missing)")
-    return Check(item, True, "reachable, schema ready")
+        newer = "newer than this dueflow" in problems[0]
+        return [Check(item, False, "; ".join(problems),
+                      "install the newer dueflow" if newer else "run `dueflow init-db`")]
+    checks = [Check(item, True, f"reachable; ledger at version {version.head}")]
+    database = db.Database(settings.database_url, settings.db_lock_timeout, settings.ledger_schema)
+    try:
+        database = database.with_sources(settings.source_mapping(), settings.source_schema, settings.timezone)
+    except SourceError as exc:
+        return checks + [Check(f"source {p.source}", False, p.detail, p.fix) for p in exc.problems]
+    except ConfigError as exc:
+        return [*checks, Check("sources", False, str(exc), "correct DUEFLOW_SOURCES_FILE")]
+    assert database.sources is not None
+    planned = explain_night(engine, database.sources)
+    checks += [Check(f"source {p.source}", False, p.detail, p.fix) for p in planned]
+    checks.append(_write_probe(database))
+    if not planned:
+        checks += [_timed_read(database, settings)]
+    return checks
+
+
+def _write_probe(database: Any) -> Check:
+    from sqlalchemy import text
+    from sqlalchemy.exc import DBAPIError
+
+    from dueflow.sql import statement
+    from dueflow.tasks.adapters import db
+
+    try:
+        with database.engine.connect().execution_options(dueflow_write=True) as conn:
+            conn.execute(text(statement("write_probe")))
+            conn.rollback()
+    except DBAPIError as exc:
+        line = db.database_problem(exc, "cannot write")
+        detail, _, fix = line.partition(" — fix: ")
+        return Check("dueflow's tables", False, detail, fix)
+    return Check("dueflow's tables", True, "writable (a write tried in a transaction rolled back)")
+
+
+def _timed_read(database: Any, settings: Settings) -> Check:
+    """Tonight's extract of each job, as a run reads it, timed."""
+    import time
+
+    from sqlalchemy.exc import DBAPIError
+
+    from dueflow.tasks import steps
+    from dueflow.tasks.adapters import db
+
+    today = settings.today()
+    started = time.monotonic()
+    try:
+        renewals = steps.renewal_sources(database, today, defaults.RENEWAL_LEADS)
+        dunning = steps.dunning_sources(database)
+    except DBAPIError as exc:
+        line = db.database_problem(exc, "reading tonight's source rows failed")
+        detail, _, fix = line.partition(" — fix: ")
+        return Check("sources", False, detail, fix)
+    seconds = time.monotonic() - started
+    notes = "; ".join(database.sources.notes) if database.sources.notes else ""
+    return Check("sources", True, f"read in {seconds:.1f} s: {len(renewals['contracts']):,} contract(s),"
+                 f" {len(dunning['invoices']):,} open invoice(s), {len(dunning['clients']):,} client(s)"
+                 f" tonight ({database.sources.mapping_origin})" + (f"; note: {notes}" if notes else ""))
+
+
+def sources_report(settings: Settings) -> list[str]:
+    """`dueflow check --sources`: how each source is read (relation, each column with where
+    it comes from and the type seen), what tonight's real extract and rules make of the
+    rows (read, quarantined and why, due), and the indexes that would help."""
+    from dueflow.tasks import steps
+    from dueflow.tasks.adapters import db
+    from dueflow.tasks.adapters.sources import SourceError, index_advice
+
+    database = db.Database(settings.database_url, settings.db_lock_timeout, settings.ledger_schema)
+    try:
+        database = database.with_sources(settings.source_mapping(), settings.source_schema, settings.timezone)
+    except (SourceError, ConfigError):
+        return ["", "Sources: not readable (see the problems above)."]
+    sources = database.sources
+    assert sources is not None
+    lines = ["", f"Sources ({sources.mapping_origin}):"]
+    for source in sources.sources.values():
+        lines.append(f"  {source.name} ← {source.qualified} ({source.kind})")
+        shown = [c for c in source.columns if c.origin != "(not used)"]
+        width = max(len(c.column) for c in shown)
+        for column in shown:
+            seen = f"  [{column.type_seen}]" if column.type_seen else ""
+            lines.append(f"    {column.column:<{width}} ← {column.origin}{seen}")
+    lines += [f"  note: {note}" for note in sources.notes]
+
+    today = settings.today()
+    escalation = settings.escalation_address()
+    renewals = steps.renewal_sources(database, today, defaults.RENEWAL_LEADS)
+    renewal = steps.decide_renewals.fn(renewals, today, defaults.RENEWAL_LEADS)
+    dunning = steps.dunning_sources(database)
+    reminders = steps.decide_dunning.fn(dunning, today, defaults.DUNNING_DELAYS, settings.timezone,
+                                        escalation, "sent")
+    lines += ["", f"Tonight ({today}), through the real extract and rules (default parameters; nothing"
+              " written):"]
+    for job, read, decision in (("renewal", renewals["contracts"], renewal),
+                                ("dunning", dunning["invoices"], reminders)):
+        quarantined = decision.quarantined
+        lines.append(f"  {job}: {len(read):,} row(s) read, {len(read) - len(quarantined):,} decode,"
+                     f" {len(quarantined):,} would be quarantined, {len(decision.to_reserve):,} due"
+                     f" tonight ({int(decision.due['handled'].sum()):,} more already handled)")
+        for reason, count in quarantined["reason"].value_counts().head(5).items():
+            lines.append(f"    {count:>6,} × {reason}")
+    advice = index_advice(database.engine, sources)
+    if advice:
+        lines += ["", "Indexes the night relies on (dueflow creates none on your relations):"]
+        for item in advice:
+            if item.statement:
+                lines.append(f"  {item.source}: missing for {item.purpose}: {item.statement}")
+            elif item.note:
+                lines.append(f"  {item.source}: {item.note}")
+            else:
+                lines.append(f"  {item.source}: ok for {item.purpose}")
+    return lines
 
 
 # -- mail -------------------------------------------------------------------------------------
@@ -349,7 +471,8 @@ def scrub(text: str, secrets: list[str]) -> str:
 
 
 def run_checks(env: dict[str, str] | None = None,
-               on_result: Callable[[Check], None] = lambda check: None) -> list[Check]:
+               on_result: Callable[[Check], None] = lambda check: None, sources: bool = False,
+               on_lines: Callable[[str], None] = lambda line: None) -> list[Check]:
     """Every check, in order; `on_result` sees each as soon as it is known. Secrets are
     scrubbed from every line."""
     env = dict(os.environ if env is None else env)
@@ -376,8 +499,16 @@ def run_checks(env: dict[str, str] | None = None,
     done(block_check)
     for check in (check_database, check_mail, check_llm, check_templates):
         try:
-            done(check(settings))
+            outcome = check(settings)
+            for one in outcome if isinstance(outcome, list) else [outcome]:
+                done(one)
         except Exception as exc:  # a check must report, never crash the others
             done(Check(check.__name__.removeprefix("check_"), False,
                        f"the check itself failed: {_reason(exc)}"))
+    if sources:
+        try:
+            for line in sources_report(settings):
+                on_lines(scrub(line, _secrets(settings, env)))
+        except Exception as exc:
+            done(Check("sources report", False, f"could not be made: {_reason(exc)}"))
     return results

@@ -23,7 +23,6 @@ from datetime import date, timedelta
 from dueflow.blocks.settings import ConfigError, Settings
 from dueflow.tasks import steps
 from dueflow.tasks.adapters import db
-from dueflow.tasks.adapters.db import Database
 from dueflow.tasks.core import defaults
 from dueflow.tasks.core.decide import DunningStart, normalise_leads
 from dueflow.tasks.core.forecast import (
@@ -70,20 +69,18 @@ def forecast(
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     start = start or settings.today()
-    database = Database(settings.database_url, settings.db_lock_timeout)
-    if problems := db.schema_problems(database.engine):
-        raise ConfigError("the database is not ready: " + "; ".join(problems) + " (run `dueflow init-db`)")
+    database = db.open_database(settings)
     sender = settings.sender()
     escalation_to = settings.escalation_address()
     look = settings.email_look()
 
     # The dunning extraction takes no date: one read serves every night.
-    dunning = steps.extract_dunning.fn(database)
+    dunning = steps.dunning_sources(database)
     dunning_history = dunning["history"]
     renewals_reserved = pd.DataFrame(columns=["subject_id", "cycle", "step_rank"])
     parts: list[pd.DataFrame] = []
     for night in (start + timedelta(days=n) for n in range(days)):
-        renewals = steps.extract_renewals.fn(database, night, leads)
+        renewals = steps.renewal_sources(database, night, leads)
         renewals["history"] = with_reserved_renewals(renewals["history"], renewals_reserved)
         due = steps.decide_renewals.fn(renewals, night, leads).to_reserve
         if not due.empty:

@@ -1,4 +1,4 @@
-"""A nightly run's jobs and steps, as the flow runs them (DESIGN.md, "The run").
+"""A nightly run's jobs and steps, as the flow runs them (docs/design.md, "One night").
 
 Each job is described by data — where its rows come from (extract), how it decides, how
 it renders (compose) — and goes through the same steps: reserve what is due, store and

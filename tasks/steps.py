@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import date
 
 from prefect import task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
+from sqlalchemy.exc import DBAPIError
 
 from dueflow.blocks.settings import LLMConfig
-from dueflow.sql import statement
 from dueflow.tasks.adapters import db
 from dueflow.tasks.adapters.db import Database
 from dueflow.tasks.core.addresses import Mailbox
@@ -34,6 +35,7 @@ from dueflow.tasks.core.decide import (
 )
 from dueflow.tasks.core.frames import pd
 from dueflow.tasks.core.llm_guard import DRAFTED_STEPS, payment_history_frame, reminders, template_draft
+from dueflow.tasks.core.money import amounts_from_minor
 from dueflow.tasks.core.render import (
     Composed,
     Draft,
@@ -48,17 +50,43 @@ from dueflow.tasks.core.statuses import RowStatus
 ARTIFACT_ROWS = 1000
 
 
-@task(name="extract-renewals", cache_policy=NO_CACHE)
-def extract_renewals(database: Database, as_of: date, leads: Sequence[int]) -> dict[str, pd.DataFrame]:
+@dataclass(frozen=True)
+class SourcesRefused:
+    """The database refused to read a source (a statement timeout, a privilege, a value an
+    expression of the mapping cannot read): what the operator is told, in one line, before
+    anything is written. Returned, not raised, so the task's failure is not logged as a
+    traceback."""
+
+    line: str
+
+
+def _read_or_refusal(what: str, read: Callable[[], dict[str, pd.DataFrame]]
+                     ) -> dict[str, pd.DataFrame] | SourcesRefused:
+    try:
+        return read()
+    except DBAPIError as exc:
+        if db.transient(exc):
+            raise
+        return SourcesRefused(db.database_problem(exc, f"reading the {what} failed; nothing was written"))
+
+
+def renewal_sources(database: Database, as_of: date, leads: Sequence[int]) -> dict[str, pd.DataFrame]:
     """Contracts that can be due tonight, and the leads already reserved for their cycles."""
     start, end = renewal_window(as_of, leads)
     engine = database.engine
     # Rows the ledger already settles come with settled_lead set and are not decided again;
     # the history is read only for the others (docs/performance.md).
-    contracts = db.extract_frame(engine, statement("extract_contracts", db.dialect(engine)), {
+    contracts = db.extract_frame(engine, database.source_statement("extract_contracts"), {
         "window_start": start.isoformat(), "window_end": end.isoformat(), "as_of": as_of.isoformat(),
         "leads": json.dumps(normalise_leads(leads))})
-    return {"contracts": contracts, "history": db.renewal_history_of(engine, contracts, as_of)}
+    return {"contracts": amounts_from_minor(contracts),
+            "history": db.renewal_history_of(engine, contracts, as_of)}
+
+
+@task(name="extract-renewals", cache_policy=NO_CACHE)
+def extract_renewals(database: Database, as_of: date,
+                     leads: Sequence[int]) -> dict[str, pd.DataFrame] | SourcesRefused:
+    return _read_or_refusal("contracts", lambda: renewal_sources(database, as_of, leads))
 
 
 @task(name="decide-renewals", cache_policy=NO_CACHE)
@@ -67,13 +95,18 @@ def decide_renewals(extracted: dict[str, pd.DataFrame], as_of: date, leads: Sequ
     return with_settled(due_renewal_alerts(contracts, extracted["history"], as_of, leads), settled, as_of)
 
 
-@task(name="extract-dunning", cache_policy=NO_CACHE)
-def extract_dunning(database: Database) -> dict[str, pd.DataFrame]:
+def dunning_sources(database: Database) -> dict[str, pd.DataFrame]:
     """Open invoices, their clients, and the dunning steps already in the ledger for them."""
     engine = database.engine
     queries = {"invoices": "extract_invoices", "clients": "extract_clients", "history": "dunning_history"}
-    return {name: db.extract_frame(engine, statement(query, db.dialect(engine)), {})
-            for name, query in queries.items()}
+    extracted = {name: db.extract_frame(engine, database.source_statement(query), {})
+                 for name, query in queries.items()}
+    return extracted | {"invoices": amounts_from_minor(extracted["invoices"])}
+
+
+@task(name="extract-dunning", cache_policy=NO_CACHE)
+def extract_dunning(database: Database) -> dict[str, pd.DataFrame] | SourcesRefused:
+    return _read_or_refusal("invoices", lambda: dunning_sources(database))
 
 
 @task(name="decide-dunning", cache_policy=NO_CACHE)
@@ -99,10 +132,9 @@ def reserve_slots(
     """One bulk INSERT … ON CONFLICT DO NOTHING RETURNING: the keys this run won, and for
     the candidates it did not win, their ledger status (absent: the source row changed
     after extraction and the reservation's re-check refused it)."""
-    engine = database.engine
-    won = db.reserve(engine, job, candidates, as_of, flow_run_id, status)
+    won = db.reserve(database, job, candidates, as_of, flow_run_id, status)
     lost = [key for key in candidates["key"] if key not in won]
-    return won, db.ledger_status(engine, lost)
+    return won, db.ledger_status(database.engine, lost)
 
 
 @task(name="store-messages", cache_policy=NO_CACHE)
@@ -121,10 +153,9 @@ def find_unsent(
     go back to pending; unclaimed rows no longer due are withdrawn (known not sent);
     returns the withdrawn keys and every unclaimed pending row — surely never handed to
     SMTP — which this run sends."""
-    engine = database.engine
-    db.requeue_failed(engine, as_of, flow_run_id, max_attempts)
-    withdrawn = db.withdraw_unsent(engine, as_of)
-    return withdrawn, db.unsent_rows(engine)
+    db.requeue_failed(database, as_of, flow_run_id, max_attempts)
+    withdrawn = db.withdraw_unsent(database, as_of)
+    return withdrawn, db.unsent_rows(database.engine)
 
 
 @task(name="render-unsent", cache_policy=NO_CACHE)
@@ -135,20 +166,21 @@ def render_unsent(
     """Messages for reserved rows that never got one stored (their run died first, or an
     operator settled them as failed): rendered from the source rows as they are now, with
     the template paragraph (the model is only asked for keys a run just reserved)."""
-    engine = database.engine
     composed = Composed()
     renewals = unstored[unstored["job"] == "renewal"]
     if not renewals.empty:
-        contracts = db.rows_by_id(engine, "contracts_by_id", renewals["subject_id"].unique().tolist())
+        contracts = amounts_from_minor(db.rows_by_id(database, "contracts_by_id",
+                                                     renewals["subject_id"].unique().tolist()))
         decision = renewal_alerts_for(contracts, renewals, as_of)
         composed += compose_renewal_alerts(decision.due, renewal_locale, sender, look)
         composed += _not_rendered(decision)
     dunning = unstored[unstored["job"] == "dunning"]
     if not dunning.empty:
-        invoices = db.rows_by_id(engine, "invoices_by_id", dunning["subject_id"].unique().tolist())
-        clients = db.rows_by_id(engine, "clients_by_id",
+        invoices = amounts_from_minor(db.rows_by_id(database, "invoices_by_id",
+                                                    dunning["subject_id"].unique().tolist()))
+        clients = db.rows_by_id(database, "clients_by_id",
                                 invoices["client_id"].dropna().astype(str).unique().tolist())
-        history = db.extract_frame(engine, statement("dunning_history"), {})
+        history = db.extract_frame(database.engine, database.source_statement("dunning_history"), {})
         decision = dunning_steps_for(invoices, clients, dunning, as_of, timezone, escalation_to)
         drafts = {r.key: template_draft(r, "rendered again (never stored): template paragraph")
                   for r in reminders(decision.due)}
@@ -181,8 +213,10 @@ def draft_reminders(
 
     history = pd.DataFrame()
     if llm is not None:  # the payment history only feeds the model's prompt
-        raw = db.read_frame(database.engine, statement("client_payment_history"), {})
-        history = payment_history_frame(raw, timezone)
+        # Through the same text reading as the extract: no value of a source column can
+        # raise here where the extract would have quarantined its row.
+        raw = db.extract_frame(database.engine, database.source_statement("client_payment_history"), {})
+        history = payment_history_frame(amounts_from_minor(raw), timezone)
     return draft_paragraphs(reminders, history, llm)
 
 

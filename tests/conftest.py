@@ -31,10 +31,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from hypothesis import settings as hypothesis_settings
 from sqlalchemy import create_engine, text
 
 from dueflow.tasks.adapters import db
 from tests.smtp_server import SmtpSink
+
+# No per-example deadline: the machines that run the suite are shared and a slow second
+# is not a bug; the properties are what the tests hold.
+hypothesis_settings.register_profile("dueflow", deadline=None)
+hypothesis_settings.load_profile("dueflow")
 
 PG_URL = os.environ.get("DUEFLOW_TEST_PG_URL", "postgresql+psycopg2://postgres@127.0.0.1:5432/test")
 REQUIRE_PG = os.environ.get("DUEFLOW_REQUIRE_PG") == "1"
@@ -119,7 +125,7 @@ def sqlite_url(tmp_path) -> Iterator[str]:
 def db_url(request) -> str:
     """An initialised, empty database on each backend."""
     url = request.getfixturevalue("sqlite_url" if request.param == "sqlite" else "pg_url")
-    db.init_db(db.engine_for(url))
+    db.init_db(db.engine_for(url), sample_tables=True)
     return url
 
 

@@ -9,11 +9,18 @@ from datetime import date
 from typing import TypeVar
 
 import httpx
-from sqlalchemy import text
+from sqlalchemy import Engine, text
 
 from dueflow.tasks.adapters import db
 
 T = TypeVar("T")
+
+
+def sourced(url_or_engine: str | Engine) -> db.Database:
+    """The database of a test, with its (sample) source relations resolved, as a run has it."""
+    url = url_or_engine if isinstance(url_or_engine, str) else url_or_engine.url.render_as_string(
+        hide_password=False)
+    return db.Database(url).with_sources()
 
 
 def insert(url: str, table: str, rows: Sequence[dict]) -> None:

@@ -5,7 +5,7 @@ control characters, CR/LF, NUL, non-ASCII, invalid UTF-8 (as SQLite hands it ove
 surrogate escapes), very long values, NULLs, duplicated ids, odd statuses, odd amounts —
 mixed with plausible values so that some rows are due and valid.
 
-`expected_*` decide each row one at a time, in plain Python, straight from DESIGN.md:
+`expected_*` decide each row one at a time, in plain Python, straight from docs/design.md:
 an independent second reading of the rules that the vectorised code must agree with.
 """
 

@@ -6,12 +6,13 @@ carry a guarantee are read from `sql/`.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime
 from functools import cache
 from typing import Any
@@ -21,9 +22,11 @@ from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, SQLAlch
 
 from dueflow.blocks.settings import ConfigError
 from dueflow.sql import statement
+from dueflow.tasks.adapters.sources import ResolvedSources, resolve_sources
 from dueflow.tasks.core.defaults import DB_LOCK_TIMEOUT
 from dueflow.tasks.core.frames import pd
 from dueflow.tasks.core.message import OutgoingEmail
+from dueflow.tasks.core.sources import DEFAULT_MAPPING, SourceMapping
 from dueflow.tasks.core.statuses import SendResult
 
 # What a job hands to `reserve`: the ledger row to insert, plus `previous_by`, the
@@ -31,16 +34,17 @@ from dueflow.tasks.core.statuses import SendResult
 CANDIDATE_COLUMNS = ("key", "subject_id", "cycle", "step", "step_rank", "recipient", "previous_by")
 
 
-def engine_for(url: str, lock_timeout: float = DB_LOCK_TIMEOUT) -> Engine:
+def engine_for(url: str, lock_timeout: float = DB_LOCK_TIMEOUT, ledger_schema: str | None = None) -> Engine:
     """One engine per URL and process; SQLite gets WAL, serialised writers, and waits up to
-    `lock_timeout` seconds for a file another process is writing to."""
+    `lock_timeout` seconds for a file another process is writing to. With `ledger_schema`
+    (DUEFLOW_LEDGER_SCHEMA, PostgreSQL), dueflow's own tables are found there first."""
     # One cache key however the caller spells the arguments: `engine_for(url)` and
     # `engine_for(url, 30)` must share one pool, or each holds its own connections.
-    return _engine(url, float(lock_timeout))
+    return _engine(url, float(lock_timeout), ledger_schema or None)
 
 
 @cache
-def _engine(url: str, lock_timeout: float) -> Engine:
+def _engine(url: str, lock_timeout: float, ledger_schema: str | None = None) -> Engine:
     try:
         parsed = make_url(url)
         if parsed.drivername == "postgresql":
@@ -55,22 +59,57 @@ def _engine(url: str, lock_timeout: float) -> Engine:
             names = {} if "application_name" in parsed.query else {"application_name": "dueflow"}
             engine = create_engine(parsed, pool_pre_ping=True, pool_size=8, max_overflow=8,
                                    connect_args=names)
+            if ledger_schema:
+                _put_ledger_first(engine, ledger_schema)
     except (ArgumentError, NoSuchModuleError, ValueError, ImportError) as exc:
         raise ConfigError(f"DUEFLOW_DATABASE_URL is not a usable database URL: {exc}") from None
+    if ledger_schema and engine.dialect.name != "postgresql":
+        raise ConfigError("DUEFLOW_LEDGER_SCHEMA is for PostgreSQL: SQLite has no schemas (leave it unset)")
     return engine
+
+
+def _put_ledger_first(engine: Engine, schema: str) -> None:
+    # Every session looks for dueflow's own tables (unqualified in sql/) in the ledger
+    # schema first; the sources are always read by their qualified names
+    # (tasks/adapters/sources.py), so the search path never decides which data is read.
+    @event.listens_for(engine, "connect")
+    def _connect(dbapi_connection: Any, _record: Any) -> None:
+        with dbapi_connection.cursor() as cursor:
+            cursor.execute("SELECT set_config('search_path', quote_ident(%s) || ', '"
+                           " || current_setting('search_path'), false)", (schema,))
+        dbapi_connection.commit()
 
 
 @dataclass(frozen=True)
 class Database:
-    """Where the source tables and the ledger are: what every step and delivery batch is
-    given (small and picklable: a batch may run on a Dask worker)."""
+    """Where the sources and the ledger are: what every step and delivery batch is given
+    (small and picklable: a batch may run on a Dask worker). `sources` is set once the
+    source relations have been found and checked (`with_sources`)."""
 
     url: str = field(repr=False)  # may hold a password
     lock_timeout: float = DB_LOCK_TIMEOUT
+    ledger_schema: str | None = None
+    sources: ResolvedSources | None = None
 
     @property
     def engine(self) -> Engine:
-        return engine_for(self.url, self.lock_timeout)
+        return engine_for(self.url, self.lock_timeout, self.ledger_schema)
+
+    @property
+    def dialect(self) -> str:
+        return dialect(self.engine)
+
+    def with_sources(self, mapping: SourceMapping = DEFAULT_MAPPING, source_schema: str | None = None,
+                     timezone: str = "UTC") -> Database:
+        """This database with its source relations found and checked (SourceError if one
+        cannot be read): no row is read, nothing is written."""
+        return replace(self, sources=resolve_sources(self.engine, mapping, source_schema, timezone))
+
+    def source_statement(self, name: str) -> str:
+        """sql/<name>, reading the sources through their projections."""
+        if self.sources is None:
+            raise RuntimeError("the sources were not resolved (Database.with_sources)")
+        return self.sources.statement(name)
 
 
 def _surrogate_text(data: bytes) -> str:
@@ -126,23 +165,88 @@ def dialect(engine: Engine) -> str:
     return "postgresql" if engine.dialect.name == "postgresql" else "sqlite"
 
 
-# Ledger columns added after the first release: init_db adds them to an existing ledger.
-LEDGER_ADDED_COLUMNS = {"sending_at": "timestamptz", "claim_token": "text", "attempt_as_of": "date"}
+def _alembic_config(conn: Connection, ledger_schema: str | None) -> Any:
+    from alembic.config import Config
+
+    config = Config()
+    config.set_main_option("script_location", "dueflow.sql:migrations")
+    config.attributes["connection"] = conn
+    config.attributes["ledger_schema"] = ledger_schema
+    return config
 
 
-def init_db(engine: Engine) -> None:
-    """Create the source tables and the ledger if they are missing, and add ledger
-    columns newer than the ledger (idempotent)."""
-    script = re.sub(r"--[^\n]*", "", statement("schema"))  # the schema has no '--' in literals
-    if dialect(engine) == "sqlite":  # keep every digit of an amount (see sql/schema.sql)
-        script = re.sub(r"\bnumeric\b", "text", script)
+@dataclass(frozen=True)
+class LedgerVersion:
+    """The version of dueflow's own tables in a database, and the one this dueflow needs."""
+
+    current: str | None  # None: no ledger (or one older than versioning, not yet adopted)
+    head: str
+
+    @property
+    def behind(self) -> bool:
+        return self.current != self.head
+
+
+def _heads() -> str:
+    from alembic.script import ScriptDirectory
+
+    config = _alembic_config(None, None)  # type: ignore[arg-type]
+    return ScriptDirectory.from_config(config).get_current_head() or ""
+
+
+def ledger_version(engine: Engine) -> LedgerVersion:
+    """Where dueflow's own tables stand (`dueflow check`); reads, never writes."""
+    from alembic.runtime.migration import MigrationContext
+
+    from dueflow.sql.migrations import VERSION_TABLE
+
+    with engine.connect() as conn:
+        schema = conn.exec_driver_sql("SELECT current_schema()").scalar() if dialect(engine) == "postgresql" \
+            else None
+        context = MigrationContext.configure(conn, opts={"version_table": VERSION_TABLE,
+                                                         "version_table_schema": schema})
+        return LedgerVersion(context.get_current_revision(), _heads())
+
+
+def init_db(engine: Engine, *, sample_tables: bool = False,
+            source_schema: str | None = None) -> LedgerVersion:
+    """Create dueflow's own tables, or upgrade them in place with their rows (Alembic, in
+    one transaction), in the ledger schema; with `sample_tables`, also the sample source
+    tables that are missing (`dueflow init-db --with-sample-tables`, `dueflow demo`), in
+    `source_schema` when given. Source relations that exist are never touched."""
+    from alembic import command
+
     with writing(engine) as conn:
-        for ddl in filter(None, (part.strip() for part in script.split(";"))):
-            conn.exec_driver_sql(ddl)
-        have = {column["name"] for column in inspect(conn).get_columns("dueflow_ledger")}
-        for name, kind in LEDGER_ADDED_COLUMNS.items():
-            if name not in have:
-                conn.exec_driver_sql(f"ALTER TABLE dueflow_ledger ADD COLUMN {name} {kind}")
+        ledger_schema = None
+        if dialect(engine) == "postgresql":
+            # One init-db at a time per database (SQLite: BEGIN IMMEDIATE serialises them).
+            conn.execute(text(statement("reserve_lock", "postgresql")), {"lock": "dueflow.init-db"})
+            ledger_schema = conn.exec_driver_sql("SELECT current_schema()").scalar()
+            if ledger_schema is None:
+                raise ConfigError("no schema of the search path exists to hold dueflow's tables: set"
+                                  " DUEFLOW_LEDGER_SCHEMA to an existing schema, or create one")
+        command.upgrade(_alembic_config(conn, ledger_schema), "head")
+        if sample_tables:
+            create_sample_tables(conn, source_schema)
+    return ledger_version(engine)
+
+
+def in_source_schema(conn: Connection, source_schema: str | None) -> None:
+    """For the rest of this transaction, unqualified names are the source schema's (the
+    sample tables and their rows: `dueflow demo`)."""
+    if conn.dialect.name == "postgresql" and source_schema:
+        conn.exec_driver_sql("SELECT set_config('search_path', %(path)s, true)",
+                             {"path": conn.dialect.identifier_preparer.quote_identifier(source_schema)})
+
+
+def create_sample_tables(conn: Connection, source_schema: str | None = None) -> None:
+    """The sample source tables that are missing (sql/sample_tables.sql)."""
+    script = re.sub(r"--[^\n]*", "", statement("sample_tables"))  # no '--' in its literals
+    if conn.dialect.name == "sqlite":  # keep every digit of an amount (see the script)
+        script = re.sub(r"\bnumeric\b", "text", script)
+    in_source_schema(conn, source_schema)
+    for ddl in filter(None, (part.strip() for part in script.split(";"))):
+        conn.exec_driver_sql(ddl)
 
 
 def read_frame(engine: Engine, sql: str, params: Mapping[str, Any], dtype: Any = None) -> pd.DataFrame:
@@ -201,6 +305,19 @@ def extract_frame(engine: Engine, sql: str, params: Mapping[str, Any]) -> pd.Dat
     compiled = str(text(sql).compile(dialect=engine.dialect))  # :name → %(name)s
     raw = engine.raw_connection()
     try:
+        return _copy_frame(raw, compiled, params)
+    except engine.dialect.loaded_dbapi.Error as exc:
+        # The driver's own error, as SQLAlchemy would have wrapped it: callers tell a lost
+        # connection, a timeout or a permission apart the same way for every statement.
+        raise DBAPIError.instance(compiled, dict(params), exc, engine.dialect.loaded_dbapi.Error,
+                                  connection_invalidated=bool(getattr(raw.dbapi_connection, "closed", 0))
+                                  ) from exc
+    finally:
+        raw.close()
+
+
+def _copy_frame(raw: Any, compiled: str, params: Mapping[str, Any]) -> pd.DataFrame:
+    try:
         with raw.cursor() as cursor:
             # JIT compiling took seconds for queries that run in tens of milliseconds: the
             # per-row index probes of the extracts make their estimated cost look big.
@@ -210,9 +327,11 @@ def extract_frame(engine: Engine, sql: str, params: Mapping[str, Any]) -> pd.Dat
             # NULL as a control character, not as an empty field: an empty string stays ''.
             cursor.copy_expert(f"COPY ({query}) TO STDOUT WITH (FORMAT csv, HEADER true,"
                                f" NULL E'\\x1e')", buffer)
-        raw.rollback()
-    finally:
-        raw.close()
+    except Exception:
+        with contextlib.suppress(Exception):  # a broken connection cannot roll back either
+            raw.rollback()
+        raise
+    raw.rollback()
     buffer.seek(0)
     return pd.read_csv(buffer, dtype="string", keep_default_na=False, na_values=["\x1e"])
 
@@ -228,7 +347,7 @@ def renewal_history_of(engine: Engine, contracts: pd.DataFrame, as_of: date) -> 
 
 
 def reserve(
-    engine: Engine,
+    database: Database,
     job: str,
     candidates: pd.DataFrame,
     as_of: date,
@@ -239,6 +358,8 @@ def reserve(
     `status="adopted"` records them as handled without sending (taking over existing data)."""
     if candidates.empty:
         return set()
+    engine = database.engine
+    reservation = database.source_statement(RESERVE_STATEMENT[job])
     columns = candidate_columns(candidates)
     params: dict[str, Any] = {"as_of": as_of.isoformat(), "flow_run_id": flow_run_id,
                               "status": status}
@@ -247,16 +368,19 @@ def reserve(
             # Serialise reservations of one job (milliseconds) so the ordering
             # checks in the statement see every reservation committed before it.
             conn.execute(text(statement("reserve_lock", "postgresql")), {"lock": f"dueflow.reserve.{job}"})
-            conn.execute(text(statement("reserve_plan", "postgresql")))
-            rows = conn.execute(text(statement(RESERVE_STATEMENT[job], "postgresql")),
-                                params | reserve_arrays(columns))
+            # Probes by index, unless a source's ids must be cast to text to be compared:
+            # then the planner may hash the source once rather than scan it per candidate.
+            plan = "reserve_plan" if database.sources is None or database.sources.text_ids \
+                else "reserve_plan_cast_ids"
+            conn.execute(text(statement(plan, "postgresql")))
+            rows = conn.execute(text(reservation), params | reserve_arrays(columns))
         else:
             conn.execute(text(statement("candidates_table", "sqlite")))
             conn.execute(text(statement("candidates_clear", "sqlite")))
             conn.execute(text(statement("candidates_insert", "sqlite")),
                          [dict(zip(CANDIDATE_COLUMNS, row, strict=True))
                           for row in zip(*columns.values(), strict=True)])
-            rows = conn.execute(text(statement(RESERVE_STATEMENT[job], "sqlite")), params)
+            rows = conn.execute(text(reservation), params)
         return set(rows.scalars())
 
 
@@ -333,13 +457,28 @@ def store_messages(engine: Engine, messages: Sequence[Mapping[str, Any]]) -> Non
     if engine_dialect == "postgresql" and len(rows) >= ANALYZE_BEFORE_STORING:
         refresh_statistics(engine)  # the planner has not seen the rows just reserved
     update = text(statement("store_messages", engine_dialect))
-    with writing(engine) as conn:
-        if engine_dialect == "sqlite":  # executemany stays in process: no round trips
+    if engine_dialect == "sqlite":  # executemany stays in process: no round trips
+        with writing(engine) as conn:
             conn.execute(update, rows)
-            return
-        for chunk in store_batches(rows):
+        return
+    for chunk in store_batches(rows):
+        _store_chunk(engine, update, chunk)
+
+
+def _store_chunk(engine: Engine, update: Any, chunk: Sequence[Mapping[str, Any]]) -> None:
+    """One statement of messages, committed. A statement the server cancels for taking
+    longer than its statement_timeout is split in halves and tried again: the messages
+    are stored, however tight the limit, unless one message alone is over it."""
+    try:
+        with writing(engine) as conn:
             conn.execute(update, {param: pg_array(row[field] for row in chunk)
                                   for param, field in STORE_ARRAYS.items()})
+    except DBAPIError as exc:
+        if sqlstate(exc) != CANCELED or len(chunk) == 1:
+            raise
+        half = len(chunk) // 2
+        _store_chunk(engine, update, chunk[:half])
+        _store_chunk(engine, update, chunk[half:])
 
 
 def _key_list(engine: Engine, keys: Sequence[str]) -> str:
@@ -418,18 +557,18 @@ def record_unrendered(engine: Engine, failures: Sequence[tuple[str, str]]) -> No
                          [{"key": key, "error": error} for key, error in failures])
 
 
-def requeue_failed(engine: Engine, as_of: date, flow_run_id: str | None, max_attempts: int) -> list[str]:
+def requeue_failed(database: Database, as_of: date, flow_run_id: str | None, max_attempts: int) -> list[str]:
     """Failed rows due for another attempt, back to pending (unclaimed), atomically."""
     params = {"as_of": as_of.isoformat(), "flow_run_id": flow_run_id,
               "max_attempts": max_attempts, "now": utc_stamp(datetime.now(UTC))}
-    with writing(engine) as conn:
-        return [row[0] for row in conn.execute(text(statement("requeue_failed", dialect(engine))), params)]
+    with writing(database.engine) as conn:
+        return [row[0] for row in conn.execute(text(database.source_statement("requeue_failed")), params)]
 
 
-def withdraw_unsent(engine: Engine, as_of: date) -> list[str]:
+def withdraw_unsent(database: Database, as_of: date) -> list[str]:
     """Unclaimed pending rows no longer meant to go out become `failed` (known not sent)."""
-    with writing(engine) as conn:
-        return [row[0] for row in conn.execute(text(statement("withdraw_unsent", dialect(engine))),
+    with writing(database.engine) as conn:
+        return [row[0] for row in conn.execute(text(database.source_statement("withdraw_unsent")),
                                                {"as_of": as_of.isoformat()})]
 
 
@@ -439,9 +578,10 @@ def unsent_rows(engine: Engine) -> pd.DataFrame:
     return frame.assign(stored=frame["stored"].astype(bool))
 
 
-def rows_by_id(engine: Engine, name: str, ids: Sequence[str]) -> pd.DataFrame:
+def rows_by_id(database: Database, name: str, ids: Sequence[str]) -> pd.DataFrame:
     """The source rows with these ids, through sql/<name> (contracts_by_id, …)."""
-    return extract_frame(engine, statement(name, dialect(engine)), {"ids": _key_list(engine, ids)})
+    engine = database.engine
+    return extract_frame(engine, database.source_statement(name), {"ids": _key_list(engine, ids)})
 
 
 def open_keys(engine: Engine) -> dict[str, str]:
@@ -459,30 +599,35 @@ def resolve_pending(engine: Engine, key: str, outcome: str, note: str) -> bool:
         return result.rowcount == 1
 
 
-# The columns dueflow reads; a user's own tables must have at least these.
-REQUIRED_COLUMNS = {
-    "contracts": {"id", "vendor", "title", "amount", "currency", "renewal_date", "notify_email",
-                  "status"},
-    "clients": {"id", "name", "email", "locale", "notes", "dunning_paused"},
-    "invoices": {"id", "client_id", "number", "amount", "currency", "status", "sent_at",
-                 "due_date", "paid_at"},
-    "dueflow_ledger": {"key", "status", "permanent", "retry_after", "draft_source", "sending_at",
-                       "claim_token", "attempt_as_of"},
-    "dueflow_quarantine": {"job", "source_id", "reason"},
-}
+def has_ledger(engine: Engine) -> bool:
+    """Whether the ledger schema holds a ledger (of any version)."""
+    return "dueflow_ledger" in inspect(engine).get_table_names()
 
 
-def schema_problems(engine: Engine) -> list[str]:
-    """What is missing for a run: tables, or columns of the public contract."""
-    inspector = inspect(engine)
-    tables = set(inspector.get_table_names())
-    problems = [f"table {name} is missing" for name in REQUIRED_COLUMNS if name not in tables]
-    for name, needed in REQUIRED_COLUMNS.items():
-        if name in tables:
-            have = {column["name"] for column in inspector.get_columns(name)}
-            if missing := sorted(needed - have):
-                problems.append(f"table {name} has no column(s) {', '.join(missing)}")
-    return problems
+def ledger_problems(engine: Engine) -> list[str]:
+    """What is wrong with dueflow's own tables for a run of this dueflow (empty: nothing)."""
+    version = ledger_version(engine)
+    if version.current == version.head:
+        return []
+    if version.current is None:
+        return ["the ledger was made by an earlier dueflow: run `dueflow init-db` to upgrade it in place"
+                " (its rows are kept)" if has_ledger(engine) else
+                "dueflow's tables (the ledger) are not in this database: run `dueflow init-db`"]
+    if not known_revision(version.current):
+        return [f"the ledger is at version {version.current}, newer than this dueflow ({version.head}):"
+                " install the dueflow that upgraded it"]
+    return [f"the ledger is at version {version.current}, this dueflow needs {version.head}: run"
+            " `dueflow init-db` to upgrade it in place (its rows are kept)"]
+
+
+def known_revision(revision: str) -> bool:
+    from alembic.script import ScriptDirectory
+    from alembic.util import CommandError
+
+    try:
+        return ScriptDirectory.from_config(_alembic_config(None, None)).get_revision(revision) is not None  # type: ignore[arg-type]
+    except CommandError:
+        return False
 
 
 def quarantine(
@@ -548,3 +693,66 @@ def unsent_of_run(engine: Engine, flow_run_id: str) -> list[str]:
 def invoice_steps(engine: Engine, invoice_id: str) -> pd.DataFrame:
     """One invoice's dunning steps, in order."""
     return read_frame(engine, statement("invoice_steps"), {"id": invoice_id})
+
+
+# SQLSTATEs a night can meet because of how the database or the user is set up.
+READ_ONLY = "25006"  # read_only_sql_transaction: default_transaction_read_only, a standby
+NO_PRIVILEGE = "42501"  # insufficient_privilege
+CANCELED = "57014"  # query_canceled: statement_timeout (or a cancel)
+
+
+def sqlstate(exc: BaseException) -> str | None:
+    """The SQLSTATE of a PostgreSQL error (None for other errors)."""
+    return getattr(getattr(exc, "orig", None), "pgcode", None)
+
+
+def database_problem(exc: BaseException, doing: str) -> str:
+    """One line for a database error met while `doing` something, with the fix; by SQLSTATE."""
+    said = str(getattr(exc, "orig", None) or exc).strip()
+    reason = said.splitlines()[0][:300] if said else type(exc).__name__
+    code = sqlstate(exc)
+    if code == READ_ONLY:
+        fix = ("connect as a user whose transactions may write (this one is read-only:"
+               " default_transaction_read_only, or a standby server)")
+    elif code == NO_PRIVILEGE:
+        fix = "grant this user what dueflow needs: SELECT on the sources, all rights on dueflow's own tables"
+    elif code == CANCELED:
+        fix = ("raise statement_timeout for this user (ALTER ROLE … SET statement_timeout = '5min'), or"
+               " add the indexes `dueflow check --sources` suggests")
+    else:
+        fix = "see `dueflow check`"
+    return f"{doing}: {reason} — fix: {fix}"
+
+
+def open_database(settings: Any, *, sources: bool = True) -> Database:
+    """The run's database: the ledger at this dueflow's version and, with `sources`, the
+    source relations found and checked (ConfigError, one line, otherwise). Reads only."""
+    from dueflow.tasks.adapters.sources import SourceError
+
+    database = Database(settings.database_url, settings.db_lock_timeout, settings.ledger_schema)
+    if problems := ledger_problems(database.engine):
+        raise ConfigError("the database is not ready: " + "; ".join(problems))
+    if not sources:
+        return database
+    try:
+        return database.with_sources(settings.source_mapping(), settings.source_schema, settings.timezone)
+    except SourceError as exc:
+        raise ConfigError("the sources cannot be read: " + str(exc)) from None
+
+
+def preflight(database: Database) -> None:
+    """Before a night's first write: every statement it runs on the sources plans, and
+    dueflow's own tables take a write (rolled back). ConfigError, one line, otherwise."""
+    from dueflow.tasks.adapters.sources import explain_night
+
+    assert database.sources is not None
+    if problems := explain_night(database.engine, database.sources):
+        raise ConfigError("the sources cannot be read: " + "; ".join(p.line() for p in problems))
+    try:
+        with database.engine.connect().execution_options(dueflow_write=True) as conn:
+            conn.execute(text(statement("write_probe")))
+            conn.rollback()
+    except DBAPIError as exc:
+        if transient(exc):
+            raise
+        raise ConfigError(database_problem(exc, "dueflow cannot write its own tables")) from None

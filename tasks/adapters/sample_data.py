@@ -9,7 +9,7 @@ from datetime import date, timedelta
 from sqlalchemy import Engine, text
 
 from dueflow.sql import statement
-from dueflow.tasks.adapters.db import writing
+from dueflow.tasks.adapters.db import in_source_schema, writing
 from dueflow.tasks.core.keys import DunningStep, dunning_key
 
 # (id, vendor, title, amount, currency, days until renewal or None, email, status)
@@ -64,7 +64,7 @@ SAMPLE_HISTORY = (
 )
 
 
-def seed_sample_data(engine: Engine, today: date) -> int:
+def seed_sample_data(engine: Engine, today: date, source_schema: str | None = None) -> int:
     """Insert the sample contracts, clients, invoices and their earlier reminders (dates
     relative to `today`) unless present; returns how many rows were added."""
     rows = [
@@ -89,6 +89,8 @@ def seed_sample_data(engine: Engine, today: date) -> int:
         for iid, step, days in SAMPLE_HISTORY
     ]
     with writing(engine) as conn:
-        return sum(conn.execute(text(statement(name)), values).rowcount
+        ledger = conn.execute(text(statement("sample_ledger")), history).rowcount
+        in_source_schema(conn, source_schema)
+        return ledger + sum(conn.execute(text(statement(name)), values).rowcount
                    for name, values in (("sample_contracts", rows), ("sample_clients", clients),
-                                        ("sample_invoices", invoices), ("sample_ledger", history)))
+                                        ("sample_invoices", invoices)))

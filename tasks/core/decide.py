@@ -173,7 +173,7 @@ def due_renewal_alerts(
     as_of: date,
     leads: Sequence[int],
 ) -> Decision:
-    """Renewal alerts due on `as_of` (DESIGN.md, "Rules, exactly").
+    """Renewal alerts due on `as_of` (docs/design.md, "The rules").
 
     contracts: id, vendor, title, amount, currency, renewal_date, notify_email, status.
     history: subject_id, cycle, handled_rank — the most urgent lead already reserved
@@ -283,10 +283,21 @@ def renewal_alerts_for(contracts: pd.DataFrame, keys: pd.DataFrame, as_of: date)
                         "the contract no longer renews on this date")}).reset_index(drop=True))
 
 
+_OFFSET = r"(?:[zZ]|[+-]\d{2}(?::?\d{2}(?::?\d{2})?)?)$"
+
+
 def business_dates(values: pd.Series, timezone: str) -> pd.Series:
-    """Timestamps (naive ones taken as UTC) to their date in the business time zone."""
-    stamps = pd.to_datetime(values.astype("string"), errors="coerce", utc=True, format="ISO8601")
-    return stamps.dt.tz_convert(timezone).dt.tz_localize(None).dt.normalize()
+    """Timestamps to their date in the business time zone. A timestamp with an offset is
+    converted to the zone; one without (a `timestamp without time zone` column, a date) is
+    already the business zone's local time (docs/your-data.md). Anything else is NaT."""
+    text = values.astype("string").str.strip()
+    aware = text.str.contains(_OFFSET, regex=True).fillna(False).astype(bool)
+    stamps = pd.to_datetime(text.where(aware), errors="coerce", utc=True, format="ISO8601")
+    local = stamps.dt.tz_convert(timezone).dt.tz_localize(None)
+    naive = text.where(~aware & text.notna())
+    if naive.notna().any():
+        local = local.where(aware, pd.to_datetime(naive, errors="coerce", format="ISO8601"))
+    return local.dt.normalize()
 
 
 def current_dunning_steps(history: pd.DataFrame) -> pd.DataFrame:
@@ -442,7 +453,7 @@ def due_dunning_steps(
     escalation_to: str | None = None,
     start: DunningStart = "sent",
 ) -> Decision:
-    """The next dunning step due per invoice on `as_of` (DESIGN.md, "Rules, exactly").
+    """The next dunning step due per invoice on `as_of` (docs/design.md, "The rules").
 
     invoices: id, client_id, number, amount, currency, status, sent_at, due_date
     [, paid_at]; clients: id, name, email, locale, notes, dunning_paused;

@@ -1,4 +1,4 @@
-"""Defaults of the public contract (DESIGN.md): the rules' parameters and the settings."""
+"""Defaults of the public contract (docs/design.md): the rules' parameters and the settings."""
 
 from __future__ import annotations
 

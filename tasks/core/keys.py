@@ -1,4 +1,4 @@
-"""Idempotency keys, part of the public contract (DESIGN.md), built and parsed here only:
+"""Idempotency keys, part of the public contract (docs/design.md), built and parsed here only:
 
     renewal/{contract_id}/{renewal_date:YYYY-MM-DD}/{lead}d
     dunning/{invoice_id}/{STEP}

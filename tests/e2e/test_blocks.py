@@ -37,7 +37,7 @@ def test_named_blocks_override_the_environment_and_keep_secrets(pg_url, smtp_sin
                                                                 monkeypatch):
     secret = "s3cret-Pa55"  # trust auth accepts any password; the point is where it shows up
     url_with_password = pg_url.replace("postgres@", f"postgres:{secret}@")
-    db.init_db(db.engine_for(url_with_password))
+    db.init_db(db.engine_for(url_with_password), sample_tables=True)
     insert(url_with_password, "contracts", [contract("c1", AS_OF + timedelta(days=15))])
     DueflowDatabase(url=SecretStr(url_with_password)).save("finance-db", overwrite=True)
     EmailServerCredentials(smtp_server="127.0.0.1", smtp_port=smtp_sink.port,

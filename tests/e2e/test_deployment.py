@@ -36,7 +36,7 @@ def test_two_runs_triggered_at_once_never_execute_together(prefect_server_proces
                                                            tmp_path):
     api, env = prefect_server_process
     url = f"sqlite:///{tmp_path / 'dueflow.db'}"
-    db.init_db(db.engine_for(url))
+    db.init_db(db.engine_for(url), sample_tables=True)
     insert(url, "contracts", [contract(f"c{i}", AS_OF + timedelta(days=30)) for i in range(3)])
     smtp_sink.gate.clear()  # the first run holds its first DATA until we open the gate
     env = env | {"DUEFLOW_DATABASE_URL": url, "DUEFLOW_MAIL_URL": f"smtp://127.0.0.1:{smtp_sink.port}",

@@ -9,10 +9,9 @@ import pandas as pd
 from sqlalchemy import text
 
 from dueflow.flows.nightly_alerts import nightly_alerts
-from dueflow.sql import statement
 from dueflow.tasks.adapters import db
 from dueflow.tasks.core.decide import due_dunning_steps
-from tests.factories import client, insert, invoice, mark_paid, race
+from tests.factories import client, insert, invoice, mark_paid, race, sourced
 
 DAY0 = date(2027, 1, 4)
 
@@ -81,7 +80,7 @@ def test_dunning_calendar_delivers_exactly_the_expected_emails(run_env, smtp_sin
     assert "REMINDED_" not in history and "dunning/" not in history
     assert "en@clients.example" in history and "€980.40" in history
 
-    state = db.read_frame(db.engine_for(url), statement("invoice_state"), {})
+    state = db.extract_frame(db.engine_for(url), sourced(url).source_statement("invoice_state"), {})
     states = dict(zip(state["invoice_id"], state["state"], strict=True))
     assert states == {"draft": "DRAFT", "midnight": "OVERDUE", "overdue": "OVERDUE",
                       "paid-between": "PAID", "paid-early": "PAID", "paused": "SENT",
@@ -109,22 +108,23 @@ def test_payment_between_extraction_and_reservation_while_runs_race(pg_url):
     """Three runs extract and decide, then a payment commits, then all three reserve
     at once: the paid invoice gets nothing, every other invoice exactly one R1."""
     engine = db.engine_for(pg_url)
-    db.init_db(engine)
+    db.init_db(engine, sample_tables=True)
     insert(pg_url, "clients", [client("en")])
     insert(pg_url, "invoices", [invoice(f"i{n}", "en", day(0).isoformat() + "T10:00:00+00:00")
                                 for n in range(200)])
     decisions = []
     for _ in range(3):
-        invoices = db.read_frame(engine, statement("extract_invoices"), {})
-        clients = db.read_frame(engine, statement("extract_clients", db.dialect(engine)), {})
-        history = db.read_frame(engine, statement("dunning_history"), {})
+        database = sourced(engine)
+        invoices = db.extract_frame(engine, database.source_statement("extract_invoices"), {})
+        clients = db.extract_frame(engine, database.source_statement("extract_clients"), {})
+        history = db.extract_frame(engine, database.source_statement("dunning_history"), {})
         decisions.append(due_dunning_steps(invoices, clients, history, day(7)))
     assert all(len(d.to_reserve) == 200 for d in decisions)
     paid = [f"i{n}" for n in range(0, 200, 7)]
     for invoice_id in paid:
         mark_paid(pg_url, invoice_id, day(7).isoformat() + "T08:00:00+00:00")
 
-    won = race(engine, [lambda d=d: db.reserve(engine, "dunning", d.to_reserve, day(7), None)
+    won = race(engine, [lambda d=d: db.reserve(sourced(engine), "dunning", d.to_reserve, day(7), None)
                         for d in decisions])
     winners = [k for w in won for k in w]
     assert len(winners) == len(set(winners))
@@ -142,20 +142,20 @@ def test_stale_runs_cannot_skip_or_repeat_a_step(db_url):
                               "step": step, "step_rank": rank, "recipient": "en@clients.example",
                               "previous_by": previous_by.isoformat()}])
 
-    assert not db.reserve(engine, "dunning", candidate("REMINDED_2", 2, day(12)), day(12), None)
-    assert db.reserve(engine, "dunning", candidate("REMINDED_1", 1, day(7)), day(7), None)
+    assert not db.reserve(sourced(engine), "dunning", candidate("REMINDED_2", 2, day(12)), day(12), None)
+    assert db.reserve(sourced(engine), "dunning", candidate("REMINDED_1", 1, day(7)), day(7), None)
     # A run dated day 10 thinks R1 was on day 5 or earlier: too early for R2.
-    assert not db.reserve(engine, "dunning", candidate("REMINDED_2", 2, day(5)), day(10), None)
-    assert not db.reserve(engine, "dunning", candidate("OVERDUE", 3, day(19)), day(26), None)
+    assert not db.reserve(sourced(engine), "dunning", candidate("REMINDED_2", 2, day(5)), day(10), None)
+    assert not db.reserve(sourced(engine), "dunning", candidate("OVERDUE", 3, day(19)), day(26), None)
     # The hold rule: while R1 has not gone out, R2 is never due, whatever the dates say.
-    assert not db.reserve(engine, "dunning", candidate("REMINDED_2", 2, day(7)), day(12), None)
+    assert not db.reserve(sourced(engine), "dunning", candidate("REMINDED_2", 2, day(7)), day(12), None)
     with engine.begin() as conn:  # R1 goes out on day 8 (a retry by the run of day 8)
         conn.execute(text("UPDATE dueflow_ledger SET status = 'sent', attempt_as_of = :d"),
                      {"d": day(8).isoformat()})
     # A step is dated by the run that got it out: day 8, so R2 is not due on day 12.
-    assert not db.reserve(engine, "dunning", candidate("REMINDED_2", 2, day(7)), day(12), None)
-    assert db.reserve(engine, "dunning", candidate("REMINDED_2", 2, day(8)), day(13), None)
-    assert not db.reserve(engine, "dunning", candidate("REMINDED_2", 2, day(8)), day(13), None)
+    assert not db.reserve(sourced(engine), "dunning", candidate("REMINDED_2", 2, day(7)), day(12), None)
+    assert db.reserve(sourced(engine), "dunning", candidate("REMINDED_2", 2, day(8)), day(13), None)
+    assert not db.reserve(sourced(engine), "dunning", candidate("REMINDED_2", 2, day(8)), day(13), None)
 
 
 def run_calendar(smtp_sink, days: list[int], **params) -> dict[int, list[str]]:

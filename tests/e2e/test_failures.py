@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import date, timedelta
 
 import pandas as pd
-from sqlalchemy import inspect, text
+from sqlalchemy import text
 
 from dueflow.flows.nightly_alerts import nightly_alerts
 from dueflow.tasks.adapters import db
@@ -15,7 +15,7 @@ from dueflow.tasks.adapters.mail import parse_mail_url
 from dueflow.tasks.core.addresses import Mailbox
 from dueflow.tasks.core.message import OutgoingEmail, message_id_for
 from dueflow.tasks.deliver import DeliverySettings, Recipient, deliver_batch
-from tests.factories import contract, insert, race
+from tests.factories import contract, insert, race, sourced
 from tests.smtp_server import free_port
 
 SENDER = Mailbox("alerts@dueflow.test")
@@ -113,7 +113,7 @@ def reserved(db_url: str, ids: list[str], store: bool = True) -> list[OutgoingEm
     """Reserve a 30-day alert for each contract id, with its message stored (as the flow
     does before delivery); returns the stored emails."""
     engine = db.engine_for(db_url)
-    db.reserve(engine, "renewal", pd.DataFrame({
+    db.reserve(sourced(engine), "renewal", pd.DataFrame({
         "key": [key(c) for c in ids], "subject_id": ids, "cycle": RENEWAL.isoformat(),
         "step": "30d", "step_rank": 30, "recipient": [f"{c}@example.com" for c in ids],
         "previous_by": None}), AS_OF, None)
@@ -137,7 +137,7 @@ def test_concurrent_requeues_never_retry_the_same_row(db_url):
     with engine.begin() as conn:
         conn.execute(text("UPDATE dueflow_ledger SET status = 'failed', error = '451 later'"))
     requeued = race(engine, [
-        lambda i=i: db.requeue_failed(engine, AS_OF, f"run-{i}", max_attempts=3) for i in range(4)])
+        lambda i=i: db.requeue_failed(sourced(engine), AS_OF, f"run-{i}", max_attempts=3) for i in range(4)])
     everything = [k for keys in requeued for k in keys]
     assert sorted(everything) == sorted(key(c) for c in ids)  # each requeued exactly once
     assert set(db.ledger_rows(engine)["status"]) == {"pending"}
@@ -164,25 +164,11 @@ def test_a_batch_executed_twice_sends_nothing_twice(db_url, smtp_sink):
     engine = db.engine_for(db_url)
     db.resolve_pending(engine, key("c4"), "failed", "operator: not received")
     smtp_sink.faults.clear()
-    assert db.requeue_failed(engine, AS_OF, None, max_attempts=3) == [key("c4")]
+    assert db.requeue_failed(sourced(engine), AS_OF, None, max_attempts=3) == [key("c4")]
     retried = deliver_batch.fn(items, settings)
     assert [(d.key, d.status) for d in retried if d.status == "sent"] == [(key("c4"), "sent")]
     assert sorted(smtp_sink.keys()) == sorted(key(c) for c in ids)
     assert db.ledger_rows(engine).set_index("key").loc[key("c4"), "attempts"] == 2
-
-
-def test_init_db_brings_an_earlier_ledger_up_to_date(db_url):
-    """A ledger made by an earlier version: no sending_at, one index for both jobs."""
-    engine = db.engine_for(db_url)
-    with engine.begin() as conn:
-        conn.execute(text("ALTER TABLE dueflow_ledger DROP COLUMN sending_at"))
-        conn.execute(text("CREATE INDEX dueflow_ledger_subject ON dueflow_ledger (job, subject_id, cycle)"))
-    assert db.schema_problems(engine) == ["table dueflow_ledger has no column(s) sending_at"]
-    db.init_db(engine)
-    assert db.schema_problems(engine) == []
-    indexes = {index["name"] for index in inspect(engine).get_indexes("dueflow_ledger")}
-    assert {"dueflow_ledger_renewals", "dueflow_ledger_dunning"} <= indexes
-    assert "dueflow_ledger_subject" not in indexes
 
 
 def test_report_tells_pending_rows_never_handed_to_smtp(db_url, smtp_sink):

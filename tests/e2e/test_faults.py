@@ -19,7 +19,7 @@ from dueflow.flows.nightly_alerts import DELIVERY_WORKERS, nightly_alerts
 from dueflow.tasks.adapters import db
 from dueflow.tasks.deliver import GROUP_MAX
 from tests.conftest import PG_URL
-from tests.factories import client, contract, insert, invoice
+from tests.factories import client, contract, insert, invoice, sourced
 from tests.runs import AS_OF, due_contracts, hold_write_lock, ledger_by_claim, start
 
 
@@ -56,7 +56,7 @@ def assert_rerun_completes_the_night(url: str, smtp_sink, env: dict[str, str], t
 @pytest.mark.pg
 def test_sessions_terminated_mid_delivery_lose_and_double_nothing(mail_env, pg_url, smtp_sink,
                                                                    tmp_path):
-    db.init_db(db.engine_for(pg_url))
+    db.init_db(db.engine_for(pg_url), sample_tables=True)
     expected = due_contracts(pg_url, 120)
     smtp_sink.delay = 0.02
     terminated: list[int] = []
@@ -85,7 +85,7 @@ def test_sessions_terminated_mid_delivery_lose_and_double_nothing(mail_env, pg_u
 @pytest.mark.parametrize(("hold", "recovered_by"), [(4, "the same run"), (14, "the next run")])
 def test_a_sqlite_write_lock_held_mid_delivery_strands_nothing(mail_env, sqlite_url, smtp_sink,
                                                                tmp_path, hold, recovered_by):
-    db.init_db(db.engine_for(sqlite_url))
+    db.init_db(db.engine_for(sqlite_url), sample_tables=True)
     expected = due_contracts(sqlite_url, 60)
     path = sqlite_url.removeprefix("sqlite:///")
     smtp_sink.delay = 0.05
@@ -135,7 +135,7 @@ def test_reserved_rows_never_stored_are_rendered_and_sent_by_the_next_run(run_en
                  "step_rank": 30 if job == "renewal" else 1, "recipient": "x@example.com",
                  "previous_by": None if job == "renewal" else (AS_OF - timedelta(days=7)).isoformat()}
                 for c in keys]
-        assert db.reserve(engine, job, pd.DataFrame(rows), AS_OF - timedelta(days=2), "dead-run")
+        assert db.reserve(sourced(engine), job, pd.DataFrame(rows), AS_OF - timedelta(days=2), "dead-run")
     assert db.resolve_pending(engine, f"renewal/c2/{renewal}/30d", "failed", "operator: never sent")
 
     nightly_alerts(as_of=AS_OF - timedelta(days=1))  # R1 is held: no REMINDED_2 behind it
@@ -161,7 +161,7 @@ def test_losing_the_database_after_the_work_is_a_warning_not_a_failure(mail_env,
                                                                         monkeypatch):
     """The last email's DATA cuts every session, the run lock's included: the run still
     records every outcome (its writes reconnect), ends Completed, and says what happened."""
-    db.init_db(db.engine_for(pg_url))
+    db.init_db(db.engine_for(pg_url), sample_tables=True)
     expected = due_contracts(pg_url, 12)
 
     def cut_at_the_end(_key: str) -> None:

@@ -14,7 +14,7 @@ import pytest
 from dueflow.flows.nightly_alerts import nightly_alerts
 from dueflow.tasks.adapters import db
 from dueflow.tasks.core.message import HEADER_NAMES
-from tests.factories import client, contract, insert, invoice, without_keys
+from tests.factories import client, contract, insert, invoice, sourced, without_keys
 from tests.runs import AS_OF, due_contracts, hold_write_lock
 
 RENEWAL = AS_OF + timedelta(days=30)
@@ -95,7 +95,7 @@ def test_5_bad_rows_in_sqlite_tables_without_a_key_never_stop_the_night(smtp_sin
                          " ?, 'owner@example.com', 'active')",
                          [(cid, vendor, RENEWAL.isoformat()) for cid, vendor in rows])
     url = f"sqlite:///{path}"
-    db.init_db(db.engine_for(url))
+    db.init_db(db.engine_for(url), sample_tables=True)
     for name, value in {"DUEFLOW_DATABASE_URL": url, "DUEFLOW_MAIL_URL": f"smtp://127.0.0.1:{smtp_sink.port}",
                         "DUEFLOW_MAIL_FROM": "alerts@dueflow.test"}.items():
         monkeypatch.setenv(name, value)
@@ -191,7 +191,7 @@ def test_10_quarantined_rows_are_listed_by_the_cli(cli_env, db_url, smtp_sink, d
 @pytest.mark.parametrize(("hold", "timeout", "code"), [(2, 20, 0), (30, 2, 2)])
 def test_10_a_locked_sqlite_file_is_waited_for_out_loud(cli_env, sqlite_url, smtp_sink, dueflow_cli,
                                                         hold, timeout, code):
-    db.init_db(db.engine_for(sqlite_url))
+    db.init_db(db.engine_for(sqlite_url), sample_tables=True)
     due_contracts(sqlite_url, 2)
     env = cli_env | {"DUEFLOW_DATABASE_URL": sqlite_url, "DUEFLOW_DB_LOCK_TIMEOUT": str(timeout)}
     holder = hold_write_lock(sqlite_url.removeprefix("sqlite:///"), hold)
@@ -232,7 +232,7 @@ def test_10_rows_a_run_never_handed_to_smtp_can_be_settled_by_run(cli_env, db_ur
     engine = db.engine_for(db_url)
     ids = ["a", "b"]
     insert(db_url, "contracts", [contract(c, RENEWAL) for c in ids])
-    db.reserve(engine, "renewal", pd.DataFrame({
+    db.reserve(sourced(engine), "renewal", pd.DataFrame({
         "key": [key(c) for c in ids], "subject_id": ids, "cycle": RENEWAL.isoformat(), "step": "30d",
         "step_rank": 30, "recipient": "x@example.com", "previous_by": None}), AS_OF, "run-42")
     refused = dueflow_cli("resolve", "--never-handed-by", "run-42", "--as", "sent", env=cli_env)

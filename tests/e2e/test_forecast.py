@@ -50,13 +50,13 @@ def fresh_database(kind: str) -> Iterator[str]:
     of source tables (no primary key: duplicated ids are possible, and quarantined)."""
     if kind == "postgresql":
         with pg_schema() as url:
-            db.init_db(db.engine_for(url))
+            db.init_db(db.engine_for(url), sample_tables=True)
             without_keys(url, "contracts", "clients", "invoices")
             yield url
         return
     folder = Path(tempfile.mkdtemp(prefix="dueflow-forecast-"))
     url = f"sqlite:///{folder / 'dueflow.db'}"
-    db.init_db(db.engine_for(url))
+    db.init_db(db.engine_for(url), sample_tables=True)
     without_keys(url, "contracts", "clients", "invoices")
     try:
         yield url

@@ -27,10 +27,10 @@ from dueflow.tasks.adapters import db
 from dueflow.tasks.core.decide import business_dates, due_dunning_steps
 from dueflow.tasks.core.keys import dunning_key, printable_id, renewal_key
 from dueflow.tasks.core.message import HEADER_NAMES
-from dueflow.tasks.steps import extract_dunning
+from dueflow.tasks.steps import dunning_sources
 from tests import examples, factories, hostile
 from tests.conftest import PG_URL, require_pg
-from tests.factories import OWN_TABLES, OWN_TYPES
+from tests.factories import OWN_TABLES, OWN_TYPES, sourced
 from tests.smtp_server import SmtpSink
 
 CONTRACTS = ("id", "vendor", "title", "amount", "currency", "renewal_date", "notify_email", "status")
@@ -52,7 +52,7 @@ def own_database(kind: str, tmp: Path) -> Iterator[str]:
             for table, columns in OWN_TABLES.items():
                 conn.execute(f"CREATE TABLE {table} ({columns.format(**types)})")
         try:
-            db.init_db(db.engine_for(url))
+            db.init_db(db.engine_for(url), sample_tables=True)
             yield url
         finally:
             db.engine_for(url).dispose()
@@ -67,7 +67,7 @@ def own_database(kind: str, tmp: Path) -> Iterator[str]:
             conn.execute(text(f"CREATE TABLE {schema}.{table} ({columns.format(**types)})"))
     url = f"{PG_URL}?options=-csearch_path%3D{schema}"
     try:
-        db.init_db(db.engine_for(url))
+        db.init_db(db.engine_for(url), sample_tables=True)
         yield url
     finally:
         db.engine_for(url).dispose()
@@ -129,7 +129,7 @@ def test_copies_of_an_id_that_take_no_part_do_not_quarantine_it(kind, tmp_path):
     with own_database(kind, tmp_path) as url:
         load(url, kind, "clients", CLIENTS, clients)
         load(url, kind, "invoices", INVOICES, invoices)
-        extracted = extract_dunning.fn(db.Database(url))
+        extracted = dunning_sources(sourced(url))
     decision = due_dunning_steps(extracted["invoices"], extracted["clients"], extracted["history"],
                                  hostile.AS_OF, (7, 14, 21), "UTC", None, "sent")
     assert set(decision.quarantined["source_id"]) == {"inv-3"}  # its void copy is not paid

@@ -78,7 +78,7 @@ def deployed(prefect_server_process, tmp_path_factory) -> Iterator[Deployed]:
     api, env = prefect_server_process
     tmp = tmp_path_factory.mktemp("ui")
     url = f"sqlite:///{tmp / 'dueflow.db'}"
-    db.init_db(db.engine_for(url))
+    db.init_db(db.engine_for(url), sample_tables=True)
     insert(url, "contracts", [contract(f"c{i}", RENEWAL) for i in range(3)])
     sink = SmtpSink()
     sink.start()

@@ -73,7 +73,7 @@ def test_operator_resolves_pending_rows(cli_env, db_url, smtp_sink, dueflow_cli)
 @pytest.mark.pg
 def test_six_racing_runs_without_the_lock_deliver_each_key_once(mail_env, pg_url, smtp_sink,
                                                                 tmp_path):
-    db.init_db(db.engine_for(pg_url))
+    db.init_db(db.engine_for(pg_url), sample_tables=True)
     expected = due_contracts(pg_url, 150)
     smtp_sink.delay = 0.01
     env = mail_env | {"DUEFLOW_DATABASE_URL": pg_url, "DUEFLOW_RUN_LOCK": "off"}
@@ -90,7 +90,7 @@ def test_six_racing_runs_without_the_lock_deliver_each_key_once(mail_env, pg_url
 @pytest.mark.pg
 def test_with_the_lock_one_run_works_and_the_others_exit_cleanly(mail_env, pg_url, smtp_sink,
                                                                  tmp_path):
-    db.init_db(db.engine_for(pg_url))
+    db.init_db(db.engine_for(pg_url), sample_tables=True)
     expected = due_contracts(pg_url, 80)
     smtp_sink.gate.clear()  # the first run blocks in its first DATA until we open the gate
     env = mail_env | {"DUEFLOW_DATABASE_URL": pg_url, "DUEFLOW_RUN_LOCK": "on"}

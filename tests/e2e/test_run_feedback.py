@@ -69,7 +69,7 @@ def run_on_a_terminal(args: list[str], env: dict[str, str], cwd: Path) -> tuple[
 
 
 def test_progress_line_on_a_terminal_only(sqlite_url, prefect_server, tmp_path):
-    db.init_db(db.engine_for(sqlite_url))
+    db.init_db(db.engine_for(sqlite_url), sample_tables=True)
     seed(sqlite_url, 420)
     env = environment(prefect_server, sqlite_url, tmp_path / "outbox")
     code, stdout, terminal = run_on_a_terminal(dueflow("run", "--as-of", AS_OF.isoformat()), env, tmp_path)
@@ -81,7 +81,7 @@ def test_progress_line_on_a_terminal_only(sqlite_url, prefect_server, tmp_path):
 
     more = tmp_path / "more.db"
     url = f"sqlite:///{more}"
-    db.init_db(db.engine_for(url))
+    db.init_db(db.engine_for(url), sample_tables=True)
     seed(url, 420)
     piped = subprocess.run(dueflow("run", "--as-of", AS_OF.isoformat()), cwd=tmp_path, text=True,
                            capture_output=True, timeout=300,
@@ -119,7 +119,7 @@ def test_few_emails_show_no_progress_line():
 def test_a_run_against_a_prefect_server_prints_its_page_in_the_ui(prefect_server_process, sqlite_url,
                                                                    tmp_path):
     api, server_env = prefect_server_process
-    db.init_db(db.engine_for(sqlite_url))
+    db.init_db(db.engine_for(sqlite_url), sample_tables=True)
     seed(sqlite_url, 2)
     env = environment(api, sqlite_url, tmp_path / "outbox", base=server_env)
     result = subprocess.run(dueflow("run", "--as-of", AS_OF.isoformat()), cwd=tmp_path, env=env, text=True,

@@ -149,7 +149,7 @@ def test_two_process_workers_share_one_postgresql(prefect_api, process_workers, 
                                                    smtp_sink):
     api, _ = prefect_api
     engine = db.engine_for(pg_url)
-    db.init_db(engine)
+    db.init_db(engine, sample_tables=True)
     expected = due_contracts(pg_url, 60)
 
     def details() -> str:
@@ -252,7 +252,7 @@ def dask_client(dask_cluster: Client, pg_url: str, batch_sink: BatchSink,
     environment pointing at this test's database and SMTP sink."""
     dask_cluster.wait_for_workers(2, timeout=120)
     dask_cluster.run(importlib.import_module, "tasks.deliver")
-    db.init_db(db.engine_for(pg_url))
+    db.init_db(db.engine_for(pg_url), sample_tables=True)
     monkeypatch.setenv("DUEFLOW_DATABASE_URL", pg_url)
     monkeypatch.setenv("DUEFLOW_MAIL_URL", f"smtp://127.0.0.1:{batch_sink.port}")
     monkeypatch.setenv("DUEFLOW_MAIL_FROM", "alerts@dueflow.test")

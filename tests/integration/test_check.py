@@ -36,7 +36,7 @@ def llm() -> Iterator[OpenAIStub]:
 
 @pytest.fixture
 def ready_db(sqlite_url) -> str:
-    db.init_db(db.engine_for(sqlite_url))
+    db.init_db(db.engine_for(sqlite_url), sample_tables=True)
     return sqlite_url
 
 
@@ -68,7 +68,9 @@ def test_everything_set_up_is_all_ok_and_nothing_is_sent_or_drafted(
     assert result.stdout.rstrip().endswith(f"all {len(items)} checks ok")
     tls = "TLS, EHLO" if tls_sink.tls == "ssl" else "EHLO, STARTTLS"
     assert f"{tls}, login as {USER} ok; sender {USER} accepted (nothing sent)" in result.stdout
-    assert "reachable, schema ready" in items[f"database {ready_db}"]
+    assert "reachable; ledger at version" in items[f"database {ready_db}"]
+    assert "writable (a write tried in a transaction rolled back)" in items["dueflow's tables"]
+    assert items["sources"].startswith("ok sources: read in")
     assert "model local-model offered" in result.stdout
     assert f"Prefect API: {prefect_server} answers" in result.stdout
     assert "8 sample emails render" in items["templates"]

@@ -15,8 +15,10 @@ from sqlalchemy import create_engine, text
 
 from dueflow.sql import with_fragments
 from dueflow.tasks.adapters import db
+from dueflow.tasks.adapters.sources import with_sources
 from tests import examples
 from tests.conftest import PG_URL, require_pg
+from tests.factories import sourced
 
 AS_OF = date(2027, 1, 10)
 # What each condition is asked about: the rows of `probe` (a candidate or a ledger row).
@@ -67,7 +69,7 @@ def databases(tmp_path_factory) -> Iterator[dict[str, str]]:
     pg_url = f"{PG_URL}?options=-csearch_path%3D{schema}"
     for url, kind in ((sqlite_url, "text"), (pg_url, "date")):
         engine = db.engine_for(url)
-        db.init_db(engine)
+        db.init_db(engine, sample_tables=True)
         with db.writing(engine) as conn:
             conn.execute(text(PROBE.format(date=kind)))
     try:
@@ -91,7 +93,10 @@ def load(url: str, rows: dict[str, list[dict]]) -> None:
 
 
 def chosen(url: str, dialect: str, condition: str) -> set[str]:
-    sql = with_fragments(f"SELECT x.key FROM probe x WHERE /*include {condition}*/", dialect)
+    sources = sourced(url).sources
+    assert sources is not None
+    sql = with_sources(with_fragments(f"SELECT x.key FROM probe x WHERE /*include {condition}*/", dialect),
+                       sources)
     with db.engine_for(url).connect() as conn:
         return {row[0] for row in conn.execute(text(sql), {"as_of": AS_OF.isoformat()})}
 

@@ -12,13 +12,12 @@ import pandas as pd
 import pytest
 
 from dueflow.blocks.settings import LLMConfig
-from dueflow.sql import statement
 from dueflow.tasks.adapters import db
 from dueflow.tasks.adapters.llm_client import draft_paragraphs
 from dueflow.tasks.core.llm_guard import OFF_NOTE, payment_history_frame, template_paragraph
 from dueflow.tasks.core.render import Draft
 from dueflow.tasks.core.report import drafts_frame, summarize
-from tests.factories import client, insert, invoice
+from tests.factories import client, insert, invoice, sourced
 from tests.llm_rows import (
     GOOD,
     HISTORY,
@@ -240,7 +239,8 @@ def test_payment_history_sql_and_frame(db_url, stub):
          "step_rank": rank, "as_of": "2027-01-10", "status": status}
         for key, subject, step, rank, status in ledger])
 
-    raw = db.read_frame(db.engine_for(db_url), statement("client_payment_history"), {})
+    history_sql = sourced(db_url).source_statement("client_payment_history")
+    raw = db.extract_frame(db.engine_for(db_url), history_sql, {})
     history = payment_history_frame(raw, timezone="Europe/Madrid").set_index("invoice_id")
     assert sorted(history.index) == ["i0", "i1", "k0"]  # c2 has nothing open; drafts and voids are out
     assert history.loc["i0", "days_late"] == 13  # paid 2027-01-14 in Madrid, due 2027-01-01

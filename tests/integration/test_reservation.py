@@ -16,7 +16,7 @@ from sqlalchemy import text
 from dueflow.sql import statement
 from dueflow.tasks.adapters import db
 from tests import examples
-from tests.factories import race
+from tests.factories import race, sourced
 
 AS_OF = date(2027, 1, 1)
 CYCLE = "2027-02-15"
@@ -48,7 +48,7 @@ def _reserve(engine, ids: list[int], barrier) -> set[str]:
     with engine.connect() as conn:  # open the connection before the start line
         conn.execute(text("SELECT 1"))
     barrier.wait()
-    return db.reserve(engine, "renewal", candidates(ids), AS_OF, flow_run_id=None)
+    return db.reserve(sourced(engine), "renewal", candidates(ids), AS_OF, flow_run_id=None)
 
 
 def assert_exactly_one_winner(url: str, winners: list[list[str]], wanted: set[str]) -> None:
@@ -63,7 +63,7 @@ def test_threads_race_for_overlapping_keys(db_url):
     sets = overlapping_sets(workers=8, keys=400)
     engine = db.engine_for(db_url)
     results = race(engine, [
-        lambda ids=ids: sorted(db.reserve(engine, "renewal", candidates(ids), AS_OF, None))
+        lambda ids=ids: sorted(db.reserve(sourced(engine), "renewal", candidates(ids), AS_OF, None))
         for ids in sets])
     wanted = {k for ids in sets for k in candidates(ids)["key"]}
     assert_exactly_one_winner(db_url, results, wanted)
@@ -86,8 +86,8 @@ def test_processes_race_for_overlapping_keys(db_url):
 
 def test_rereservation_wins_nothing(db_url):
     engine = db.engine_for(db_url)
-    first = db.reserve(engine, "renewal", candidates(list(range(50))), AS_OF, None)
-    again = db.reserve(engine, "renewal", candidates(list(range(60))), AS_OF, None)
+    first = db.reserve(sourced(engine), "renewal", candidates(list(range(50))), AS_OF, None)
+    again = db.reserve(sourced(engine), "renewal", candidates(list(range(60))), AS_OF, None)
     assert len(first) == 50
     assert again == set(candidates(list(range(50, 60)))["key"])
 
@@ -103,9 +103,9 @@ def test_one_pool_per_database_however_the_arguments_are_spelled(db_url):
 
 def test_a_stale_run_cannot_reserve_a_less_urgent_lead(db_url):
     engine = db.engine_for(db_url)
-    assert db.reserve(engine, "renewal", candidates([1, 2], lead=15), AS_OF, None)
+    assert db.reserve(sourced(engine), "renewal", candidates([1, 2], lead=15), AS_OF, None)
     # A late run still thinking in 30d terms for contract 1 (and 3, untouched) loses c-1.
-    won = db.reserve(engine, "renewal", candidates([1, 3], lead=30), AS_OF, None)
+    won = db.reserve(sourced(engine), "renewal", candidates([1, 3], lead=30), AS_OF, None)
     assert won == {f"renewal/c-3/{CYCLE}/30d"}
 
 
@@ -113,11 +113,11 @@ def test_a_stale_run_cannot_reserve_a_less_urgent_lead(db_url):
 def test_stale_and_fresh_runs_racing_keep_the_lead_order(pg_url):
     """Two runs race: one reserves 15d, the other the (now stale) 30d, for the same
     contracts. Whatever the interleaving, no cycle ends with 30d after 15d."""
-    db.init_db(db.engine_for(pg_url))
+    db.init_db(db.engine_for(pg_url), sample_tables=True)
     engine = db.engine_for(pg_url)
     ids = list(range(300))
     urgent, _stale = race(engine, [
-        lambda lead=lead: db.reserve(engine, "renewal", candidates(ids, lead=lead), AS_OF, None)
+        lambda lead=lead: db.reserve(sourced(engine), "renewal", candidates(ids, lead=lead), AS_OF, None)
         for lead in (15, 30)])
     ledger = db.ledger_rows(engine)
     assert len(urgent) == len(ids)  # the urgent lead is never blocked
@@ -132,14 +132,15 @@ def test_after_a_large_reservation_per_key_updates_are_key_lookups(pg_url):
     """Regression: with statistics taken before a surge, settling each of N fresh pending
     rows scanned all N pending rows through a partial index on status (quadratic)."""
     engine = db.engine_for(pg_url)
-    db.init_db(engine)
+    db.init_db(engine, sample_tables=True)
     # Earlier nights: a ledger of settled rows, analysed while nothing was pending.
-    db.reserve(engine, "renewal", candidates(list(range(20_000)), lead=15), AS_OF, None, status="sent")
+    db.reserve(sourced(engine), "renewal", candidates(list(range(20_000)), lead=15), AS_OF, None,
+               status="sent")
     with engine.connect() as conn:
         conn.execute(text("ANALYZE dueflow_ledger"))  # nothing pending in the statistics
         conn.commit()
     fresh = list(range(20_000, 21_500))
-    won = db.reserve(engine, "renewal", candidates(fresh), AS_OF, None)
+    won = db.reserve(sourced(engine), "renewal", candidates(fresh), AS_OF, None)
     assert len(won) == len(fresh)
     with engine.connect() as conn:
         plan = "\n".join(row[0] for row in conn.execute(text(
@@ -154,7 +155,7 @@ def test_keys_with_awkward_characters_round_trip(db_url):
     frame = pd.DataFrame({"key": [f"renewal/{i}/{CYCLE}/30d" for i in ids], "subject_id": ids,
                           "cycle": CYCLE, "step": "30d", "step_rank": 30, "recipient": "a@b.example",
                           "previous_by": None})
-    assert db.reserve(engine, "renewal", frame, AS_OF, None) == set(frame["key"])
+    assert db.reserve(sourced(engine), "renewal", frame, AS_OF, None) == set(frame["key"])
     assert sorted(db.ledger_rows(engine)["key"]) == sorted(frame["key"])
 
 
@@ -165,7 +166,7 @@ def test_stored_messages_round_trip_and_settled_rows_keep_theirs(db_url, monkeyp
     monkeypatch.setattr(db, "STORE_CHUNK", 3)  # several statements in one transaction
     engine = db.engine_for(db_url)
     ids = list(range(8))
-    db.reserve(engine, "renewal", candidates(ids), AS_OF, None)
+    db.reserve(sourced(engine), "renewal", candidates(ids), AS_OF, None)
     keys = sorted(candidates(ids)["key"])
     with engine.begin() as conn:
         conn.execute(text("UPDATE dueflow_ledger SET status = 'sent' WHERE key = :k"), {"k": keys[0]})
@@ -242,7 +243,7 @@ def test_many_messages_are_stored_with_fresh_statistics(pg_url):
     measured; storing their messages then joins 5,000 keys at a time against those rows.
     The statistics are refreshed first, so that the planner sees them (sql/analyze_ledger)."""
     engine = db.engine_for(pg_url)
-    db.init_db(engine)
+    db.init_db(engine, sample_tables=True)
 
     def analysed() -> tuple[object, float]:
         with engine.connect() as conn:
@@ -254,10 +255,11 @@ def test_many_messages_are_stored_with_fresh_statistics(pg_url):
         return [{"key": k, "recipient": "a@corp.example", "subject": "s", "body_text": "t",
                  "body_html": "<p>t</p>", "message_id": f"<{n}@corp.example>"} for n, k in enumerate(keys)]
 
-    few = db.reserve(engine, "renewal", candidates(list(range(50))), AS_OF, None)
+    few = db.reserve(sourced(engine), "renewal", candidates(list(range(50))), AS_OF, None)
     db.store_messages(engine, messages(few))
     assert analysed()[0] is None  # a small night leaves it to autovacuum
-    many = db.reserve(engine, "renewal", candidates(list(range(1_000, 1_000 + db.ANALYZE_BEFORE_STORING))),
+    many = db.reserve(sourced(engine), "renewal",
+                      candidates(list(range(1_000, 1_000 + db.ANALYZE_BEFORE_STORING))),
                       AS_OF, None)
     db.store_messages(engine, messages(many))
     last_analyze, reltuples = analysed()
@@ -274,8 +276,9 @@ def test_a_large_reservation_probes_the_ledger_instead_of_scanning_it(pg_url):
     million rows; on this small ledger, a hash anti join over a scan of all of it. The
     reservation probes the ledger by index, one candidate at a time."""
     engine = db.engine_for(pg_url)
-    db.init_db(engine)
-    db.reserve(engine, "renewal", candidates(list(range(30_000)), lead=15), AS_OF, None, status="sent")
+    db.init_db(engine, sample_tables=True)
+    db.reserve(sourced(engine), "renewal", candidates(list(range(30_000)), lead=15), AS_OF, None,
+               status="sent")
     with engine.connect() as conn:
         conn.execute(text("ANALYZE dueflow_ledger"))
         conn.commit()

@@ -30,7 +30,7 @@ from dueflow.tasks.core.decide import (
 )
 from tests import examples
 from tests.conftest import PG_URL, require_pg
-from tests.factories import without_keys
+from tests.factories import sourced, without_keys
 
 AS_OF = date(2027, 1, 10)
 ids = st.sampled_from(["a", "b", "c", "d", "e", "f"])
@@ -73,7 +73,7 @@ def databases(tmp_path_factory) -> Iterator[dict[str, str]]:
         conn.execute(text(f"CREATE SCHEMA {schema}"))
     pg_url = f"{PG_URL}?options=-csearch_path%3D{schema}"
     for url in (sqlite_url, pg_url):
-        db.init_db(db.engine_for(url))
+        db.init_db(db.engine_for(url), sample_tables=True)
         without_keys(url, "contracts")
     try:
         yield {"sqlite": sqlite_url, "postgresql": pg_url}
@@ -128,7 +128,7 @@ def test_the_sql_shortcut_is_the_pure_rule_and_changes_no_decision(databases, sc
     for dialect, url in databases.items():
         load(url, scenario)
         engine = db.engine_for(url)
-        extracted = db.extract_frame(engine, statement("extract_contracts", dialect), params)
+        extracted = db.extract_frame(engine, sourced(url).source_statement("extract_contracts"), params)
         full = full_extract(url, dialect, params)
         history = db.read_frame(engine, statement("renewal_history"), {"as_of": AS_OF.isoformat()})
 

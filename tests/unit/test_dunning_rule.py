@@ -1,4 +1,4 @@
-"""The dunning state machine (DESIGN.md) as pure functions, with property tests."""
+"""The dunning state machine (docs/design.md) as pure functions, with property tests."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The renewal rule (DESIGN.md, "Rules, exactly") as pure functions, with property tests."""
+"""The renewal rule (docs/design.md, "The rules") as pure functions, with property tests."""
 
 from __future__ import annotations
 

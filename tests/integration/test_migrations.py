@@ -1,0 +1,193 @@
+"""dueflow's own tables as a long-lived asset: a ledger made by an earlier release (the schema
+of commit 196539c, kept in tests/data, and an older one without the columns it added in
+place) is upgraded in place by `init-db`, with every row in every status kept; the next
+night decides exactly what it would have on a ledger made new with the same rows; `check`
+and a run say when the ledger is behind, and a second upgrade changes nothing."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import date, timedelta
+from pathlib import Path
+
+import pytest
+from sqlalchemy import inspect, text
+
+from dueflow.tasks import steps
+from dueflow.tasks.adapters import db
+from tests.conftest import pg_schema
+from tests.factories import contract, insert, sourced
+
+OLD_SCHEMA = Path(__file__).parent.parent / "data" / "schema_196539c.sql"
+AS_OF = date(2027, 1, 10)
+LEADS = (15, 30, 60)
+
+
+def make_old_ledger(url: str, without_added_columns: bool = False) -> None:
+    """What `dueflow init-db` of commit 196539c made (its sql/schema.sql, run as it ran it)."""
+    engine = db.engine_for(url)
+    script = re.sub(r"--[^\n]*", "", OLD_SCHEMA.read_text())
+    if engine.dialect.name == "sqlite":
+        script = re.sub(r"\bnumeric\b", "text", script)
+    if without_added_columns:  # the first releases: no claim columns yet
+        script = re.sub(
+            r",\s*sending_at\s+timestamptz,\s*claim_token\s+text,\s*attempt_as_of\s+date", "", script
+        )
+    with engine.begin() as conn:
+        for ddl in filter(None, (part.strip() for part in script.split(";"))):
+            conn.exec_driver_sql(ddl)
+
+
+LEDGER_ROWS = [  # a row in every status, claimed and unclaimed
+    {
+        "key": f"renewal/c1/{AS_OF + timedelta(days=20)}/30d",
+        "subject_id": "c1",
+        "cycle": str(AS_OF + timedelta(days=20)),
+        "step": "30d",
+        "step_rank": 30,
+        "status": "sent",
+    },
+    {
+        "key": f"renewal/c2/{AS_OF + timedelta(days=25)}/30d",
+        "subject_id": "c2",
+        "cycle": str(AS_OF + timedelta(days=25)),
+        "step": "30d",
+        "step_rank": 30,
+        "status": "failed",
+    },
+    {
+        "key": f"renewal/c3/{AS_OF + timedelta(days=14)}/15d",
+        "subject_id": "c3",
+        "cycle": str(AS_OF + timedelta(days=14)),
+        "step": "15d",
+        "step_rank": 15,
+        "status": "pending",
+        "sending_at": "2027-01-09 10:00:00+00:00",
+    },
+    {
+        "key": f"renewal/c4/{AS_OF + timedelta(days=50)}/60d",
+        "subject_id": "c4",
+        "cycle": str(AS_OF + timedelta(days=50)),
+        "step": "60d",
+        "step_rank": 60,
+        "status": "pending",
+    },
+    {
+        "key": f"renewal/c5/{AS_OF + timedelta(days=45)}/60d",
+        "subject_id": "c5",
+        "cycle": str(AS_OF + timedelta(days=45)),
+        "step": "60d",
+        "step_rank": 60,
+        "status": "adopted",
+    },
+]
+
+
+def load_rows(url: str, claims: bool = True) -> None:
+    with db.engine_for(url).begin() as conn:
+        for row in LEDGER_ROWS:
+            values = {
+                "job": "renewal",
+                "as_of": str(AS_OF - timedelta(days=1)),
+                "recipient": "o@corp.example",
+                "sending_at": None,
+            } | row
+            if not claims:
+                values.pop("sending_at")
+            columns = ", ".join(values)
+            conn.execute(
+                text(f"INSERT INTO dueflow_ledger ({columns}) VALUES ({', '.join(':' + c for c in values)})"),
+                values,
+            )
+    insert(
+        url,
+        "contracts",
+        [
+            contract(f"c{n}", AS_OF + timedelta(days=d))
+            for n, d in ((1, 20), (2, 25), (3, 14), (4, 50), (5, 45), (6, 29))
+        ],
+    )
+
+
+def ledger(url: str) -> list[tuple]:
+    with db.engine_for(url).connect() as conn:
+        return sorted(
+            tuple(row)
+            for row in conn.execute(
+                text("SELECT key, status, recipient, attempts, as_of FROM dueflow_ledger")
+            )
+        )
+
+
+def tonight(url: str) -> tuple[list[str], list[str]]:
+    database = sourced(url)
+    decision = steps.decide_renewals.fn(steps.renewal_sources(database, AS_OF, LEADS), AS_OF, LEADS)
+    return sorted(decision.to_reserve["key"]), sorted(decision.due.loc[decision.due["handled"], "key"])
+
+
+@contextmanager
+def two_databases(backend: str, tmp_path: Path) -> Iterator[tuple[str, str]]:
+    if backend == "sqlite":
+        yield f"sqlite:///{tmp_path / 'old.db'}", f"sqlite:///{tmp_path / 'new.db'}"
+        return
+    with pg_schema() as old, pg_schema() as new:
+        yield old, new
+
+
+@pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgresql", marks=pytest.mark.pg)])
+def test_a_ledger_of_the_last_release_is_upgraded_in_place_and_decides_the_same_night(backend, tmp_path):
+    with two_databases(backend, tmp_path) as (old, new):
+        make_old_ledger(old)
+        load_rows(old)
+        engine = db.engine_for(old)
+        assert db.ledger_problems(engine) == [
+            "the ledger was made by an earlier dueflow: run `dueflow init-db`"
+            " to upgrade it in place (its rows are kept)"
+        ]
+        before = ledger(old)
+
+        version = db.init_db(engine)
+        assert not version.behind and db.ledger_problems(engine) == []
+        assert ledger(old) == before  # every row, every status
+
+        db.init_db(db.engine_for(new), sample_tables=True)
+        load_rows(new)
+        assert tonight(old) == tonight(new)  # the next night decides what it would have
+
+        again = db.init_db(engine)  # idempotent
+        assert again == version and ledger(old) == before
+
+
+def test_a_ledger_from_before_the_claim_columns_gains_them_with_its_rows(tmp_path):
+    url = f"sqlite:///{tmp_path / 'older.db'}"
+    make_old_ledger(url, without_added_columns=True)
+    engine = db.engine_for(url)
+    with engine.begin() as conn:  # and its one index for both jobs
+        conn.execute(text("CREATE INDEX dueflow_ledger_subject ON dueflow_ledger (job, subject_id, cycle)"))
+    load_rows(url, claims=False)
+    before = ledger(url)
+    db.init_db(engine)
+    assert ledger(url) == before
+    with engine.connect() as conn:
+        columns = {row[1] for row in conn.exec_driver_sql("PRAGMA table_info(dueflow_ledger)")}
+    assert {"sending_at", "claim_token", "attempt_as_of"} <= columns
+    indexes = {index["name"] for index in inspect(engine).get_indexes("dueflow_ledger")}
+    assert {"dueflow_ledger_renewals", "dueflow_ledger_dunning"} <= indexes
+    assert "dueflow_ledger_subject" not in indexes
+
+
+def test_a_run_and_check_say_when_the_ledger_is_behind(tmp_path, dueflow_cli):
+    url = f"sqlite:///{tmp_path / 'old.db'}"
+    make_old_ledger(url)
+    load_rows(url)
+    run = dueflow_cli("run", "--as-of", AS_OF.isoformat(), env={"DUEFLOW_DATABASE_URL": url})
+    assert run.returncode == 2 and "run `dueflow init-db` to upgrade it in place" in run.stderr
+    check = dueflow_cli("check", env={"DUEFLOW_DATABASE_URL": url})
+    assert "upgrade it in place (its rows are kept) — fix: run `dueflow init-db`" in check.stdout
+    upgrade = dueflow_cli("init-db", env={"DUEFLOW_DATABASE_URL": url})
+    assert upgrade.returncode == 0, upgrade.stdout + upgrade.stderr
+    assert "Ledger upgraded" in upgrade.stdout and "every row kept" in upgrade.stdout
+    assert "Ready" in upgrade.stdout
+    assert db.ledger_problems(db.engine_for(url)) == []
