@@ -327,9 +327,9 @@ def decided(database: db.Database) -> dict[str, object]:
         for row in decision.due.itertuples(index=False):
             amount = getattr(row, "amount", None)
             due[row.key] = (row.recipient, None if amount is None else Decimal(str(amount)), row.handled)
-    quarantined = sorted(zip(list(renewal.quarantined["source_id"]) + list(reminders.quarantined["source_id"]),
-                             list(renewal.quarantined["reason"]) + list(reminders.quarantined["reason"]),
-                             strict=True))
+    source_ids = list(renewal.quarantined["source_id"]) + list(reminders.quarantined["source_id"])
+    reasons = list(renewal.quarantined["reason"]) + list(reminders.quarantined["reason"])
+    quarantined = sorted(zip(source_ids, reasons, strict=True))
     return {"due": due, "quarantined": quarantined}
 
 
