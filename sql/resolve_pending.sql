@@ -1,7 +1,9 @@
 -- An operator settles a pending row: `sent` (it was delivered; only a row that was handed
--- to SMTP can have been) or `failed` (it was not: a later run sends it again).
+-- to SMTP can have been) or `failed` (it was not: a later run sends it again, however many
+-- attempts it took before: the operator's word starts the count again).
 UPDATE dueflow_ledger
 SET status = :outcome, error = :note, permanent = false, retry_after = NULL,
+    attempts = CASE WHEN :outcome = 'failed' THEN 0 ELSE attempts END,
     sent_at = CASE WHEN :outcome = 'sent' THEN CURRENT_TIMESTAMP ELSE sent_at END,
     updated_at = CURRENT_TIMESTAMP
 WHERE key = :key AND status = 'pending' AND (:outcome = 'failed' OR sending_at IS NOT NULL)

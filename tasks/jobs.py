@@ -25,6 +25,7 @@ from dueflow.tasks.core.report import concat_rows, key_rows, no_rows
 from dueflow.tasks.core.statuses import LedgerStatus, RowStatus
 from dueflow.tasks.deliver import DeliverySettings, Recipient, deliver
 from dueflow.tasks.steps import (
+    RenderAgain,
     compose_and_store,
     compose_dunning,
     compose_renewals,
@@ -33,10 +34,10 @@ from dueflow.tasks.steps import (
     draft_reminders,
     extract_dunning,
     extract_renewals,
-    find_unsent,
     quarantine_rows,
-    render_unsent,
+    render_again,
     reserve_slots,
+    retry_failed,
     store_messages,
 )
 
@@ -212,23 +213,28 @@ def deliver_won(ctx: RunContext, job: JobSpec, winners: pd.DataFrame, prepared: 
 
 def send_unsent(ctx: RunContext) -> pd.DataFrame:
     """Send what earlier runs reserved and surely never handed to SMTP, and the failed rows
-    due for another attempt; rows no longer due are withdrawn (G3, G4)."""
+    due for another attempt, re-addressed from the data as it is now; rows no longer due
+    are withdrawn (G3, G4)."""
     if ctx.params.dry_run or ctx.params.adopt:
         return no_rows()
-    withdrawn, unsent = find_unsent(ctx.database, ctx.as_of, ctx.flow_run_id,
-                                    ctx.params.retry_max_attempts)
-    jobs = {key: key.split("/", 1)[0] for key in withdrawn} | dict(
+    again = RenderAgain(ctx.database, ctx.params.renewal_locale, ctx.sender, ctx.settings.timezone,
+                        ctx.escalation_to, ctx.settings.email_look())
+    unrendered = dict(retry_failed(again, ctx.as_of, ctx.flow_run_id, ctx.params.retry_max_attempts))
+    withdrawn = db.withdraw_unsent(ctx.database, ctx.as_of)
+    unsent = db.unsent_rows(ctx.database.engine)
+    jobs = {key: key.split("/", 1)[0] for key in [*withdrawn, *unrendered]} | dict(
         zip(unsent["key"], unsent["job"], strict=True))
     rows = [key_rows(pd.Series([jobs[k] for k in withdrawn], dtype=object),
                      pd.DataFrame({"key": withdrawn, "recipient": pd.NA}), RowStatus.NO_LONGER_DUE,
-                     "withdrawn: no longer due, never sent (ledger: failed)", retry=True)]
+                     "withdrawn: no longer due, never sent (ledger: failed)", retry=True),
+            key_rows(pd.Series([jobs[k] for k in unrendered], dtype=object),
+                     pd.DataFrame({"key": list(unrendered), "recipient": pd.NA}), RowStatus.FAILED,
+                     unrendered, retry=True)]
     if not unsent.empty:
         unstored = unsent[~unsent["stored"]]
         composed = Composed()
         if not unstored.empty:
-            composed = render_unsent(ctx.database, unstored, ctx.as_of, ctx.params.renewal_locale,
-                                     ctx.sender, ctx.settings.timezone, ctx.escalation_to,
-                                     ctx.settings.email_look())
+            composed = render_again(again, unstored)
             store_messages(ctx.database, composed)
         failed = dict(composed.failures)
         ready = unsent[~unsent["key"].isin(failed)]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import date
 
 from prefect import task
@@ -30,11 +30,13 @@ from dueflow.tasks.core.decide import (
     normalise_leads,
     renewal_alerts_for,
     renewal_window,
+    retried_keys,
     settled_apart,
     with_settled,
 )
 from dueflow.tasks.core.frames import pd
 from dueflow.tasks.core.llm_guard import DRAFTED_STEPS, payment_history_frame, reminders, template_draft
+from dueflow.tasks.core.message import OutgoingEmail
 from dueflow.tasks.core.money import amounts_from_minor
 from dueflow.tasks.core.render import (
     Composed,
@@ -43,9 +45,11 @@ from dueflow.tasks.core.render import (
     Prepared,
     compose_dunning_emails,
     compose_renewal_alerts,
+    stored_drafts,
 )
 from dueflow.tasks.core.report import RunSummary, markdown, table_rows
 from dueflow.tasks.core.statuses import RowStatus
+from dueflow.tasks.core.validate import as_dates
 
 ARTIFACT_ROWS = 1000
 
@@ -145,46 +149,74 @@ def store_messages(database: Database, composed: Composed) -> None:
     db.record_unrendered(database.engine, composed.failures)
 
 
-@task(name="find-unsent", cache_policy=NO_CACHE)
-def find_unsent(
-    database: Database, as_of: date, flow_run_id: str | None, max_attempts: int
-) -> tuple[list[str], pd.DataFrame]:
-    """What earlier runs left for this one (G3, G4): failed rows due for another attempt
-    go back to pending; unclaimed rows no longer due are withdrawn (known not sent);
-    returns the withdrawn keys and every unclaimed pending row — surely never handed to
-    SMTP — which this run sends."""
-    db.requeue_failed(database, as_of, flow_run_id, max_attempts)
-    withdrawn = db.withdraw_unsent(database, as_of)
-    return withdrawn, db.unsent_rows(database.engine)
+@dataclass(frozen=True)
+class RenderAgain:
+    """What a run renders a ledger row's message again with (its settings, not the row's)."""
+
+    database: Database
+    renewal_locale: str
+    sender: Mailbox
+    timezone: str
+    escalation_to: str | None
+    look: EmailLook | None = None
 
 
-@task(name="render-unsent", cache_policy=NO_CACHE)
-def render_unsent(
-    database: Database, unstored: pd.DataFrame, as_of: date, renewal_locale: str, sender: Mailbox,
-    timezone: str, escalation_to: str | None, look: EmailLook | None = None,
-) -> Composed:
-    """Messages for reserved rows that never got one stored (their run died first, or an
-    operator settled them as failed): rendered from the source rows as they are now, with
-    the template paragraph (the model is only asked for keys a run just reserved)."""
+@task(name="retry-failed", cache_policy=NO_CACHE)
+def retry_failed(again: RenderAgain, as_of: date, flow_run_id: str | None,
+                 max_attempts: int) -> list[tuple[str, str]]:
+    """Failed rows due for another attempt go back to pending (G4) with their message
+    rendered again from the source rows as they are now: a retry goes to the address the
+    data now says, with what the email now shows. A permanent failure (a mailbox refused
+    it) is retried only when it would now go to another address. Never a `pending` row
+    (G3). Returns the retries that could not be rendered, with why (they stay failed)."""
+    candidates = db.retry_candidates(again.database, as_of, max_attempts)
+    if candidates.empty:
+        return []
+    composed = render_again(again, candidates)
+    rendered = pd.DataFrame([e.as_row() for e in composed.emails],
+                            columns=[f.name for f in fields(OutgoingEmail)])
+    keys = retried_keys(candidates, rendered)
+    db.requeue_failed(again.database, flow_run_id,
+                      rendered[rendered["key"].isin(keys)].to_dict("records"))
+    transient = set(candidates.loc[~candidates["permanent"], "key"])
+    return [(key, reason) for key, reason in composed.failures if key in transient]
+
+
+def render_again(again: RenderAgain, rows: pd.DataFrame) -> Composed:
+    """Messages for ledger rows rendered again from the source rows as they are now, each
+    for the night it was reserved (its `as_of`): rows whose run died before storing one,
+    and failed rows a run retries. A paragraph the model drafted for a row stays (G7); a
+    row without one gets the template paragraph (the model is only asked for keys a run
+    just reserved)."""
     composed = Composed()
-    renewals = unstored[unstored["job"] == "renewal"]
+    nights = as_dates(rows["as_of"])
+    for night in sorted(nights.dropna().unique()):  # one render per reservation night
+        composed += _render_night(again, rows[nights == night], pd.Timestamp(night).date())
+    return composed
+
+
+def _render_night(again: RenderAgain, rows: pd.DataFrame, as_of: date) -> Composed:
+    composed = Composed()
+    database = again.database
+    renewals = rows[rows["job"] == "renewal"]
     if not renewals.empty:
         contracts = amounts_from_minor(db.rows_by_id(database, "contracts_by_id",
                                                      renewals["subject_id"].unique().tolist()))
         decision = renewal_alerts_for(contracts, renewals, as_of)
-        composed += compose_renewal_alerts(decision.due, renewal_locale, sender, look)
+        composed += compose_renewal_alerts(decision.due, again.renewal_locale, again.sender, again.look)
         composed += _not_rendered(decision)
-    dunning = unstored[unstored["job"] == "dunning"]
+    dunning = rows[rows["job"] == "dunning"]
     if not dunning.empty:
         invoices = amounts_from_minor(db.rows_by_id(database, "invoices_by_id",
                                                     dunning["subject_id"].unique().tolist()))
         clients = db.rows_by_id(database, "clients_by_id",
                                 invoices["client_id"].dropna().astype(str).unique().tolist())
         history = db.extract_frame(database.engine, database.source_statement("dunning_history"), {})
-        decision = dunning_steps_for(invoices, clients, dunning, as_of, timezone, escalation_to)
-        drafts = {r.key: template_draft(r, "rendered again (never stored): template paragraph")
+        decision = dunning_steps_for(invoices, clients, dunning, as_of, again.timezone, again.escalation_to)
+        stored = stored_drafts(dunning)
+        drafts = {r.key: stored.get(r.key) or template_draft(r, "rendered again: template paragraph")
                   for r in reminders(decision.due)}
-        composed += compose_dunning_emails(decision.due, history, sender, drafts, as_of, look)
+        composed += compose_dunning_emails(decision.due, history, again.sender, drafts, as_of, again.look)
         composed += _not_rendered(decision)
     return composed
 

@@ -423,7 +423,7 @@ def refresh_statistics(engine: Engine) -> None:
 STORE_ARRAYS = {"keys": "key", "recipients": "recipient", "subjects": "subject",
                 "bodies_text": "body_text", "bodies_html": "body_html",
                 "message_ids": "message_id", "draft_sources": "draft_source",
-                "draft_notes": "draft_note"}
+                "draft_notes": "draft_note", "paragraphs": "paragraph"}
 # Messages per statement, at most, and characters of message text per statement, at most:
 # each statement's array literals are copied several times on their way to the server
 # (joined, escaped, encoded), so a statement of 5,000 messages of 10 KB raised the
@@ -452,15 +452,15 @@ def store_messages(engine: Engine, messages: Sequence[Mapping[str, Any]]) -> Non
     first message stored on a row stays (see sql/store_messages)."""
     if not messages:
         return
-    rows = [{"draft_source": None, "draft_note": None} | dict(m) for m in messages]
+    rows = [{"draft_source": None, "draft_note": None, "paragraph": None} | dict(m) for m in messages]
     engine_dialect = dialect(engine)
     if engine_dialect == "postgresql" and len(rows) >= ANALYZE_BEFORE_STORING:
         refresh_statistics(engine)  # the planner has not seen the rows just reserved
-    update = text(statement("store_messages", engine_dialect))
     if engine_dialect == "sqlite":  # executemany stays in process: no round trips
         with writing(engine) as conn:
-            conn.execute(update, rows)
+            conn.execute(text(statement("store_message")), rows)
         return
+    update = text(statement("store_messages", engine_dialect))
     for chunk in store_batches(rows):
         _store_chunk(engine, update, chunk)
 
@@ -557,12 +557,35 @@ def record_unrendered(engine: Engine, failures: Sequence[tuple[str, str]]) -> No
                          [{"key": key, "error": error} for key, error in failures])
 
 
-def requeue_failed(database: Database, as_of: date, flow_run_id: str | None, max_attempts: int) -> list[str]:
-    """Failed rows due for another attempt, back to pending (unclaimed), atomically."""
-    params = {"as_of": as_of.isoformat(), "flow_run_id": flow_run_id,
-              "max_attempts": max_attempts, "now": utc_stamp(datetime.now(UTC))}
-    with writing(database.engine) as conn:
-        return [row[0] for row in conn.execute(text(database.source_statement("requeue_failed")), params)]
+def retry_candidates(database: Database, as_of: date, max_attempts: int) -> pd.DataFrame:
+    """Failed rows that may go out again tonight, with what renders them again
+    (sql/retry_candidates): transient failures due for another attempt, and permanent ones
+    (retried only to a new address; the caller compares)."""
+    params = {"as_of": as_of.isoformat(), "max_attempts": max_attempts,
+              "now": utc_stamp(datetime.now(UTC))}
+    frame = read_frame(database.engine, database.source_statement("retry_candidates"), params,
+                       dtype=object)
+    return frame.assign(permanent=frame["permanent"].astype(bool))
+
+
+def requeue_failed(database: Database, flow_run_id: str | None,
+                   messages: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Failed rows back to pending (unclaimed) with their message rendered again, in one
+    transaction: a run that finds one of them pending finds its message too. Returns the
+    keys this run requeued (another run may have taken some first)."""
+    if not messages:
+        return []
+    engine = database.engine
+    keys = [m["key"] for m in messages]
+    with writing(engine) as conn:
+        won = {row[0] for row in conn.execute(text(statement("requeue_failed", dialect(engine))),
+                                              {"keys": _key_list(engine, keys),
+                                               "flow_run_id": flow_run_id})}
+        rows = [{"draft_source": None, "draft_note": None, "paragraph": None} | dict(m)
+                for m in messages if m["key"] in won]
+        if rows:
+            conn.execute(text(statement("store_message")), rows)
+    return sorted(won)
 
 
 def withdraw_unsent(database: Database, as_of: date) -> list[str]:

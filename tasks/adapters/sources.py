@@ -478,7 +478,7 @@ NIGHT_STATEMENTS = (
     "invoices_by_id",
     "clients_by_id",
     "reserve_dunning",
-    "requeue_failed",
+    "retry_candidates",
     "withdraw_unsent",
 )
 

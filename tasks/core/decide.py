@@ -528,3 +528,13 @@ def most_urgent_first(due: pd.DataFrame) -> pd.DataFrame:
         return due.sort_values(["step_rank", "days_left", "key"], kind="stable")
     return due.sort_values(["step_rank", "days_in_step", "key"], ascending=[False, False, True],
                            kind="stable")
+
+
+def retried_keys(candidates: pd.DataFrame, rendered: pd.DataFrame) -> pd.Series:
+    """Which failed rows a run retries (`candidates`: key, recipient, permanent; `rendered`:
+    their messages rendered again, key and recipient): every transient failure that renders,
+    and a permanent one only when it would now go to another address — the address it was
+    refused at is not tried again."""
+    now = candidates.merge(rendered.loc[:, ["key", "recipient"]], on="key", suffixes=("_was", ""))
+    readdressed = now["recipient"].astype("string") != now["recipient_was"].astype("string")
+    return now.loc[~now["permanent"].astype(bool) | readdressed.fillna(True), "key"]

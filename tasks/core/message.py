@@ -42,6 +42,7 @@ class OutgoingEmail:
     message_id: str
     draft_source: str | None = None  # dunning reminders: 'llm' or 'template' paragraph
     draft_note: str | None = None  # why the template was used, or the model's tone
+    paragraph: str | None = None  # the drafted paragraph, kept for a retry rendered again
 
     def as_row(self) -> dict[str, Any]:
         return asdict(self)

@@ -257,6 +257,14 @@ class Draft:
     completion_tokens: int = 0
 
 
+def stored_drafts(rows: pd.DataFrame) -> dict[str, Draft]:
+    """The paragraphs the model drafted for ledger rows (`key`, `paragraph`, `draft_source`,
+    `draft_note`), kept on the rows so that a message rendered again says the same (G7)."""
+    kept = rows[(rows["draft_source"] == "llm") & rows["paragraph"].notna()]
+    return {key: Draft(key=key, paragraph=paragraph, source="llm", tone=None, note=note)
+            for key, paragraph, note in zip(kept["key"], kept["paragraph"], kept["draft_note"], strict=True)}
+
+
 @dataclass(frozen=True)
 class Composed:
     """What compose made of some keys: the emails, the keys it could not render (with
@@ -324,6 +332,7 @@ def _email(row: Any, sender: Mailbox, rendered: tuple[str, str, str],
         message_id=message_id_for(row.key, sender),
         draft_source=draft.source if draft else None,
         draft_note=(draft.note or (f"tone: {draft.tone}" if draft.tone else None)) if draft else None,
+        paragraph=draft.paragraph if draft and draft.source == "llm" else None,
     )
 
 

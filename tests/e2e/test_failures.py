@@ -15,7 +15,8 @@ from dueflow.tasks.adapters.mail import parse_mail_url
 from dueflow.tasks.core.addresses import Mailbox
 from dueflow.tasks.core.message import OutgoingEmail, message_id_for
 from dueflow.tasks.deliver import DeliverySettings, Recipient, deliver_batch
-from tests.factories import contract, insert, race, sourced
+from dueflow.tasks.steps import RenderAgain, retry_failed
+from tests.factories import client, contract, insert, invoice, race, sourced
 from tests.smtp_server import free_port
 
 SENDER = Mailbox("alerts@dueflow.test")
@@ -133,14 +134,17 @@ def test_concurrent_requeues_never_retry_the_same_row(db_url):
     engine = db.engine_for(db_url)
     ids = [f"c{n}" for n in range(300)]
     insert(db_url, "contracts", [contract(c, RENEWAL) for c in ids])
-    reserved(db_url, ids)
+    emails = reserved(db_url, ids)
     with engine.begin() as conn:
         conn.execute(text("UPDATE dueflow_ledger SET status = 'failed', error = '451 later'"))
+    messages = [e.as_row() for e in emails]
     requeued = race(engine, [
-        lambda i=i: db.requeue_failed(sourced(engine), AS_OF, f"run-{i}", max_attempts=3) for i in range(4)])
+        lambda i=i: db.requeue_failed(sourced(engine), f"run-{i}", messages) for i in range(4)])
     everything = [k for keys in requeued for k in keys]
     assert sorted(everything) == sorted(key(c) for c in ids)  # each requeued exactly once
-    assert set(db.ledger_rows(engine)["status"]) == {"pending"}
+    ledger = db.ledger_rows(engine)
+    assert set(ledger["status"]) == {"pending"}
+    assert ledger["subject"].notna().all()  # its message stored in the same transaction
 
 
 def test_a_batch_executed_twice_sends_nothing_twice(db_url, smtp_sink):
@@ -164,11 +168,13 @@ def test_a_batch_executed_twice_sends_nothing_twice(db_url, smtp_sink):
     engine = db.engine_for(db_url)
     db.resolve_pending(engine, key("c4"), "failed", "operator: not received")
     smtp_sink.faults.clear()
-    assert db.requeue_failed(sourced(engine), AS_OF, None, max_attempts=3) == [key("c4")]
+    again = RenderAgain(sourced(engine), "en", SENDER, "UTC", None)
+    assert retry_failed.fn(again, AS_OF, None, 3) == []  # rendered again from the contract, requeued
+    assert db.ledger_rows(engine).set_index("key").loc[key("c4"), "status"] == "pending"
     retried = deliver_batch.fn(items, settings)
     assert [(d.key, d.status) for d in retried if d.status == "sent"] == [(key("c4"), "sent")]
     assert sorted(smtp_sink.keys()) == sorted(key(c) for c in ids)
-    assert db.ledger_rows(engine).set_index("key").loc[key("c4"), "attempts"] == 2
+    assert db.ledger_rows(engine).set_index("key").loc[key("c4"), "attempts"] == 1  # counted anew
 
 
 def test_report_tells_pending_rows_never_handed_to_smtp(db_url, smtp_sink):
@@ -188,3 +194,46 @@ def test_report_tells_pending_rows_never_handed_to_smtp(db_url, smtp_sink):
     assert "never handed to SMTP" in lines[key("lost")]
     assert "never handed to SMTP" not in lines[key("unknown")]
     assert db.unsettled_counts(engine) == {"pending": 1, "failed": 0, "unsent": 1}
+
+
+def test_a_retry_goes_where_the_data_now_says(run_env, smtp_sink):
+    """Issue 25, finding 10: an operator fixes an address after a definite failure; the
+    retry goes to the new address (a permanent refusal too, since the address changed),
+    rendered again with the paragraph the model drafted, and the ledger keeps both
+    addresses. A refusal whose address did not change is not tried again; a pending row
+    (maybe delivered) is never sent again, whatever its address says now."""
+    url = run_env
+    insert(url, "contracts", [contract(c, RENEWAL) for c in ["moved", "refused", "unchanged", "doubt"]])
+    insert(url, "clients", [client("cl")])
+    insert(url, "invoices", [invoice("inv", "cl", "2026-11-01T10:00:00+00:00", due_date="2026-12-20")])
+    smtp_sink.faults |= {"moved@example.com": "rcpt_451", "refused@example.com": "rcpt_550",
+                         "unchanged@example.com": "rcpt_550", "doubt@example.com": "drop_before_data_reply",
+                         "cl@clients.example": "rcpt_550"}
+    nightly_alerts(as_of=AS_OF, retry_backoff_minutes=0)
+    dunning_key = "dunning/inv/REMINDED_1"
+    assert statuses(url)[dunning_key] == "failed"
+    with db.engine_for(url).begin() as conn:  # the model's paragraph, as a drafting run stores it
+        conn.execute(text("UPDATE dueflow_ledger SET draft_source = 'llm', paragraph = :p WHERE key = :k"),
+                     {"p": "Thank you for working with us.", "k": dunning_key})
+        for cid in ["moved", "refused", "doubt"]:
+            conn.execute(text("UPDATE contracts SET notify_email = :e WHERE id = :id"),
+                         {"e": f"{cid}-new@example.com", "id": cid})
+        conn.execute(text("UPDATE clients SET email = 'ap@clients.example' WHERE id = 'cl'"))
+    smtp_sink.faults.clear()
+    nightly_alerts(as_of=AS_OF + timedelta(days=1), retry_backoff_minutes=0)
+    nightly_alerts(as_of=AS_OF + timedelta(days=1), retry_backoff_minutes=0)  # nothing more
+
+    received = smtp_sink.by_key()
+    assert sorted(received) == sorted([key("moved"), key("refused"), dunning_key])
+    assert [m["To"] for m in (received[key("moved")], received[key("refused")], received[dunning_key])] == [
+        "moved-new@example.com", "refused-new@example.com", "ap@clients.example"]
+    assert sorted(smtp_sink.keys()) == sorted(received)  # each once
+    assert "Thank you for working with us." in received[dunning_key].get_body(("plain",)).get_content()
+    ledger = db.read_frame(db.engine_for(url), "SELECT key, status, recipient, previous_recipient"
+                           " FROM dueflow_ledger", {}).set_index("key")
+    assert ledger.loc[key("moved"), ["status", "recipient", "previous_recipient"]].tolist() == [
+        "sent", "moved-new@example.com", "moved@example.com"]
+    assert ledger.loc[dunning_key, ["recipient", "previous_recipient"]].tolist() == [
+        "ap@clients.example", "cl@clients.example"]
+    assert ledger.loc[key("unchanged"), "status"] == "failed"  # refused, and the same address
+    assert ledger.loc[key("doubt"), ["status", "recipient"]].tolist() == ["pending", "doubt@example.com"]

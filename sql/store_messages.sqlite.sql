@@ -1,6 +1,0 @@
--- SQLite flavour of store_messages.postgresql.sql: the first message stored on a row stays.
-UPDATE dueflow_ledger
-SET recipient = :recipient, subject = :subject, body_text = :body_text,
-    body_html = :body_html, message_id = :message_id,
-    draft_source = :draft_source, draft_note = :draft_note, updated_at = CURRENT_TIMESTAMP
-WHERE key = :key AND status = 'pending' AND sending_at IS NULL AND body_text IS NULL
