@@ -9,7 +9,7 @@ The data models a steady installation that has run every night since `go-live`
   some after reminders, a few never;
 - the ledger holds every alert and dunning step that the earlier nights reserved
   (with the rendered message, as the flow stores it), simulated here from the
-  rules of DESIGN.md, independently of `tasks.decide`.
+  rules of docs/design.md, independently of `tasks.decide`.
 
 From the same simulation the generator derives what a correct run on the bench
 date must do (`Expected`), so the benchmark can check the flow's counts.
@@ -153,7 +153,7 @@ def renewal_reservations(cycle: np.ndarray, go_live: int, as_of: int) -> list[tu
 
 
 def due_lead_of(days_left: np.ndarray) -> np.ndarray:
-    """The due lead for days-left (the rule of DESIGN.md), -1 where none."""
+    """The due lead for days-left (the rule of docs/design.md), -1 where none."""
     lead = np.full(days_left.shape, -1)
     for low, high in reversed(lead_intervals()):
         lead = np.where((days_left >= low) & (days_left <= high), high, lead)
@@ -352,7 +352,7 @@ def build(scale: Scale) -> Dataset:
         d_recipient, d_step,
     )
 
-    # Tonight, by the rules of DESIGN.md.
+    # Tonight, by the rules of docs/design.md.
     participating = (~draft & ~void & ~paid) & ~client_paused[client_index]
     bad_invoice = client_bad_email[client_index] | invoice_bad_currency
     good_open = participating & ~bad_invoice

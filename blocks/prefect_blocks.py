@@ -35,7 +35,7 @@ class DueflowLLM(Block):
 
 class DueflowEmail(Block):
     """How the emails look and what they say about the company (DUEFLOW_EMAIL_BLOCK).
-    A field left empty keeps the matching variable (README, "Emails")."""
+    A field left empty keeps the matching variable (docs/emails.md)."""
 
     _block_type_name = "Dueflow Email"
     mail_from_name: str | None = Field(default=None, description="The From name, e.g. Acme Finance")

@@ -86,7 +86,7 @@ class Settings:
     database_block: str | None = None
     mail_block: str | None = None
     llm_block: str | None = None
-    # The emails' look and words (README, "Emails"); DUEFLOW_EMAIL_BLOCK names a
+    # The emails' look and words (docs/emails.md); DUEFLOW_EMAIL_BLOCK names a
     # DueflowEmail block that overrides them.
     mail_from_name: str | None = None  # DUEFLOW_MAIL_FROM_NAME: the From name, over MAIL_FROM's
     reply_to: str | None = None  # DUEFLOW_REPLY_TO: where replies go

@@ -1,6 +1,6 @@
 """Serve the nightly flow from this process, without a work pool.
 
-    python -m deployments.serve            # cron and time zone from the environment
+    python -m dueflow.deployments.serve    # cron and time zone from the environment
 
 The served deployment has the same fence as `prefect.yaml`: a deployment
 concurrency limit of 1 that cancels a run started while another is active.

@@ -229,7 +229,7 @@ NEEDS_ATTENTION_EVENT = "dueflow.run.needs-attention"
 
 def finish(summary: RunSummary) -> State:
     """The run's final state: Completed, with the counts as its message, named "Needs
-    attention" and announced by an event (NEEDS_ATTENTION_EVENT, README) when something
+    attention" and announced by an event (NEEDS_ATTENTION_EVENT, docs/operations.md) when something
     waits for a person. The summary is the state's (persisted) result."""
     from prefect.events import emit_event
     from prefect.states import Completed

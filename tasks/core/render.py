@@ -158,7 +158,7 @@ def _common(locale: str, look: EmailLook, as_of: date | None) -> dict[str, Any]:
 
 def renewal_context(*, vendor: str, title: str, amount: str, currency: str, renewal_date: date,
                     days_left: int, lead: int, locale: str, look: EmailLook = DEFAULT_LOOK) -> dict[str, Any]:
-    """The documented variables of a renewal alert (README, "Templates")."""
+    """The documented variables of a renewal alert (docs/emails.md, "The documented variables")."""
     return _common(locale, look, renewal_date - timedelta(days=days_left)) | {
         "vendor": vendor,
         "title": title,
@@ -212,7 +212,7 @@ def dunning_context(*, step: str, invoice_id: str, number: str, amount: str, cur
                     client_name: str, client_email: str, history: list[dict[str, str]],
                     paragraph: str, as_of: date | None, locale: str,
                     look: EmailLook = DEFAULT_LOOK) -> dict[str, Any]:
-    """The documented variables of a reminder or an escalation (README, "Templates").
+    """The documented variables of a reminder or an escalation (docs/emails.md, "The documented variables").
     `history` is the invoice's earlier steps (`reminder_history`): step, as_of (ISO
     date), status."""
     rank = int(DunningStep(step).rank)

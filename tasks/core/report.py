@@ -274,8 +274,8 @@ def decision_line(decision: Any) -> str:
 
 
 def attention_payload(summary: RunSummary) -> dict[str, Any]:
-    """The payload of the needs-attention event (README, "Watching runs"): counts only,
-    no addresses or amounts."""
+    """The payload of the needs-attention event (docs/operations.md, "Needs attention: the
+    event"): counts only, no addresses or amounts."""
     return {"as_of": summary.as_of.isoformat(), "headline": summary.headline(),
             "failed": summary.failed, "pending": summary.pending, "not_sent": summary.not_sent,
             "quarantined": summary.quarantined, "escalations": escalations(summary),

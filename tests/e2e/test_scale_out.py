@@ -1,4 +1,4 @@
-"""Past one machine, for real (README "Past one machine"): two Prefect process workers
+"""Past one machine, for real (docs/deployment.md, "Past one machine"): two Prefect process workers
 running the nightly deployment against one PostgreSQL, and delivery on a Dask cluster
 of two worker processes — also when one of them dies mid-batch. No mocks: a real
 `prefect server start`, real `prefect worker start` processes, real Dask worker
@@ -262,7 +262,7 @@ def dask_client(dask_cluster: Client, pg_url: str, batch_sink: BatchSink,
 
 def run_on_dask(client: Client) -> RunSummary:
     """The nightly flow with delivery on the cluster, reached by address as in production
-    (README): the runner connects to it instead of starting its own."""
+    (docs/deployment.md): the runner connects to it instead of starting its own."""
     runner = DaskTaskRunner(address=client.scheduler.address)
     return nightly_alerts.with_options(task_runner=runner)(as_of=AS_OF)
 
