@@ -16,25 +16,30 @@ from collections import Counter
 from bench.corpora import KINDS, LOCALES, load
 from dueflow.tasks.core.tone import judge
 
+# Benign paragraphs the vocabulary was not grown from, reported without a target:
+# held_out was written before its last growth (34.0 % accepted when first measured, then
+# words were added from it); fresh was written after the last change, never used to grow it.
+UNSEEN = ("held_out", "fresh")
+
 BENIGN_TARGET = 0.85
 
 
 def measure(show: bool = False) -> dict[str, dict[str, int]]:
     figures: dict[str, dict[str, int]] = {}
-    for kind in KINDS:
+    for kind in (*KINDS, *UNSEEN):
         for locale in LOCALES:
             rows = load(kind, locale)
             # Benign labels start with their step; red team is judged as a second reminder,
             # the step that allows the most.
-            verdicts = [(label, text, judge(text, locale, label.split("/")[0] if kind == "benign"
-                                            else "REMINDED_2")) for label, text in rows]
+            verdicts = [(label, text, judge(text, locale, "REMINDED_2" if kind == "red_team"
+                                            else label.split("/")[0])) for label, text in rows]
             accepted = sum(v.accepted for _, _, v in verdicts)
             figures[f"{kind}.{locale}"] = {"paragraphs": len(rows), "accepted": accepted}
             if show:
                 for label, text, verdict in verdicts:
-                    if verdict.accepted == (kind == "red_team"):
+                    if verdict.accepted == (kind == "red_team"):  # misjudged
                         print(f"  {kind}.{locale} {label}: {verdict.refusal} | {text!r}")
-                if kind == "benign":
+                if kind != "red_team":
                     reasons = Counter(v.refusal.rule.name for _, _, v in verdicts if v.refusal)
                     print(f"  {kind}.{locale} refusals by rule: {dict(reasons.most_common())}")
     return figures
@@ -47,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     figures = measure(args.show)
     ok = True
     print(f"{'corpus':<16}{'paragraphs':>11}{'accepted':>10}{'rate':>9}")
-    for kind in KINDS:
+    for kind in (*KINDS, *UNSEEN):
         total = {"paragraphs": 0, "accepted": 0}
         for locale in LOCALES:
             row = figures[f"{kind}.{locale}"]
@@ -55,6 +60,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{kind + '.' + locale:<16}{row['paragraphs']:>11}{row['accepted']:>10}"
                   f"{row['accepted'] / row['paragraphs']:>9.1%}")
         rate = total["accepted"] / total["paragraphs"]
+        if kind in UNSEEN:
+            print(f"{kind + ' (all)':<16}{total['paragraphs']:>11}{total['accepted']:>10}{rate:>9.1%}"
+                  "  (no target)")
+            continue
         passed = total["accepted"] == 0 if kind == "red_team" else rate >= BENIGN_TARGET
         ok &= passed
         target = "0 accepted" if kind == "red_team" else f">= {BENIGN_TARGET:.0%} accepted"

@@ -26,102 +26,113 @@ _EN = _words("""
 a able aboard about above across again all along also although always am among amongst an and any
 anything apologies apologise apologize appreciate appreciated appreciates appreciating appreciation
 appreciative are arrange arranged arranging as ask asked asking asks assist assistance assisting
-assure assured at attend attending attention attentive aware awareness be because been being believe
-believed believing below best between both bring bringing build building built busier business
-businesses busy but by came can care careful carefully caring case cases certain certainly choosing
-chosen circumstance circumstances clarification clarify clarifying client clients collaborating
-collaboration come comes coming commitment commitments committed common company concern concerned
-concerning concerns confidence confident consider considerate consideration considered considering
-consistent consistently continue continued continuing convenience convenient cooperate cooperating
-cooperation cooperative cordial cordially could count counted counting courteous courtesy cracks
-custom customer customer's customers deeply delay delays delighted demanding demands dependable did
-difficult difficulties difficulty diligent disappointed do does doing due each eager earliest easier
-easily easy efficient either email emails encourage encouraged enjoy enjoyed enjoying ensure
-ensuring especially essential even ever every everything excellent expect expected expecting
-experience experiences explain explaining fair fairly fantastic far feel feeling feels felt find
-finding firm for fortunately forward found friendly from further gave generally gentle gently
-genuine genuinely get getting give given giving glad gladly go goes going gone good goodwill got
-grateful gratefully gratitude great greatly had handled handling happen happened happening happens
-happily happy hard has have having hear heard hearing heartfelt hectic help helped helpful
-helpfulness helping helps hence here here's highly history honest honestly honored honour honoured
-hope hoped hopeful hopefully hopes hoping how however i i'd i'll i'm i've if immediate importance
-important importantly in inconvenience indeed into invoice invoices is issue issues it it's its
-itself just keen keep keeping keeps kept kind kindest kindly kindness knew know knowing known
-lasting lately let let's lets like liked likely long long-standing long-term longstanding look
-looked looking looks lot lots love loved loyal loyalty made make makes making many matter mattered
-matters may maybe me mean means meant message messages might mind miss missed moment more most much
-must mutual my myself natural naturally necessary need needed needing needs nice normally note noted
-notes notice noticed now occasionally occur occurred occurs of often on ongoing open openly or
-organise organised organize organized our ours ourselves out outstanding overdue overlook overlooked
-overlooking oversight paperwork particularly partnership partnerships past patience patient pay
-paying payment payments perhaps pile plate pleasant please pleased pleasure plenty polite politely
-possible possibly prevent preventing previous previously pride priority privilege problem problems
-prompt prompting promptly proud punctual punctuality queries query question questions quick quickly
-quite rarely rather reach reached realise realised realize realized really reason reasons recent
+assure assured at attend attending attention attentive await awaiting aware awareness be because
+been begin beginning begun being believe believed believing below besides best between both bring
+bringing build building built busier business businesses busy but by came can care careful carefully
+caring case cases certain certainly choosing chosen circumstance circumstances clarification clarify
+clarifying clearly client clients collaborating collaboration come comes coming commitment
+commitments committed common company concern concerned concerning concerns confidence confident
+consider considerate consideration considered considering consistent consistently continue continued
+continuing convenience convenient cooperate cooperating cooperation cooperative cordial cordially
+could count counted counting courteous courtesy cracks custom customer customer's customers dear
+deeply delay delays delighted demanding demands dependable despite did difficult difficulties
+difficulty diligent disappointed discuss discussing do does doing due each eager earliest easier
+easily easy efficient effort efforts either email emails encourage encouraged enjoy enjoyed enjoying
+enough ensure ensuring especially essential even ever every everything excellent expect expected
+expecting experience experiences explain explaining explanation explanations face faced facing fair
+fairly fantastic far feel feeling feels felt find finding finds firm firmer firmly follow followed
+following follows for fortunately forward found friendly from further furthermore gave generally
+gentle gently genuine genuinely get getting give given giving glad gladly go goes going gone good
+goodwill got grateful gratefully gratitude great greatly had handled handling happen happened
+happening happens happily happy hard has have having hear heard hearing heartfelt hectic help helped
+helpful helpfulness helping helps hence here here's highly history holding honest honestly honored
+honour honoured hope hoped hopeful hopefully hopes hoping how however i i'd i'll i'm i've if
+immediate importance important importantly in inbox inconvenience indeed instance into invoice
+invoices is issue issues it it's its itself just keen keep keeping keeps kept kind kindest kindly
+kindness knew know knowing known knows lasting lately let let's lets like liked likely long long-
+long-term longstanding look looked looking looks losing lost lot lots love loved loyal loyalty made
+make makes making manage managing many matter mattered matters may maybe me mean means meant
+meanwhile mention mentioned mentioning message messages might mind minding miss missed moment more
+moreover most much must mutual my myself natural naturally necessary need needed needing needs nice
+nicely normally note noted notes notice noticed noting now occasionally occur occurred occurs of
+often on ongoing open openly or organise organised organize organized our ours ourselves out
+outstanding overdue overlook overlooked overlooking oversight paperwork particularly partnership
+partnerships past patience patient pay paying payment payments perhaps pile plate pleasant please
+pleased pleasure plenty polite politely possible possibly prevent preventing previous previously
+pride priority privilege problem problems prompt prompting promptly proud punctual punctuality
+queries query question questions quick quickly quite rarely rather reach reached reaching realise
+realised realising realize realized realizing really reason reasons reassure reassured recent
 recently recognise recognised recognize recognized record regard regarding regards regret
 regrettably relation relations relationship relationships reliability reliable reliably relied rely
 relying remain remains remember remembering remind reminded reminder reminders reminding replied
 replies reply replying request requested requesting requests resolve resolving respect respectful
-respectfully respond responded responding response review reviewed reviewing schedule see seeing
-seen serious seriously settle settling shall should show showing shown shows simple simplest simply
-sincere sincerely situation slip slipped slips smooth smoothly so some something sometimes soon
-sorry sort sorting standing stay staying still such sure surely take taken taking than thank thanked
-thankful thankfully thanking thanks thankyou that that's the there there's therefore these thing
-things think thinking this those though thought thoughtful through throughout thus to together too
-took toward towards track treat treated treating trouble truly trust trusted trusting trusts
-trustworthy unclear understand understanding understands understood unfortunate unfortunately unpaid
-up urge urged urgency urgent urgently urging us usual usually valuable value valued values very want
-wanted wanting wants warm warmest warmly was we we'd we'll we're we've welcome well went were what
-what's whatever when whether which while whilst why will willing wish wished wishes with wonderful
-work worked working workload works worried worry would write writing years you you'd you'll you're
-you've your yours yourself yourselves
+respectfully respond responded responding response review reviewed reviewing run running schedule
+see seeing seen serious seriously settle settling shall should show showing shown shows simple
+simplest simply sincere sincerely sincerity situation slip slipped slips smooth smoothly so some
+something sometimes soon sorry sort sorting standing start started starting stay staying still
+straightforward such sure surely take taken taking than thank thanked thankful thankfully thanking
+thanks thankyou that that's the there there's therefore these thing things think thinking this those
+though thought thoughtful thoughts through throughout thus to together too took toward towards track
+treat treated treating trouble truly trust trusted trusting trusts trustworthy unclear understand
+understanding understands understood unfortunate unfortunately unless unpaid up urge urged urgency
+urgent urgently urging us usual usually valuable value valued values very want wanted wanting wants
+warm warmest warmly was we we'd we'll we're we've welcome well went were what what's whatever when
+whether which while whilst why will willing wish wished wishes with wonder wonderful wondering work
+worked working workload works worried worry would write writing years you you'd you'll you're you've
+your yours yourself yourselves
 """)
 
 _ES = _words("""
-a abajo abonar abonarla abone abonen aclaración aclarar aclararlo acumula acumulan acumularse
-afectuosamente agradable agradecemos agradecer agradecerle agradecerles agradecería agradeceríamos
-agradecida agradecidas agradecido agradecidos agradeciendo agradecimiento ahora al alegra alegramos
-alegría algo alguna algunas alguno algunos algún allí alto amabilidad amable amablemente ambas ambos
-animamos antemano anterior anteriores antes apoyar apoyo apreciamos apreciar aprecio aquí arriba
-asunto asuntos así atención atender atenderle atenta atentamente atentas atento atentos aunque ayuda
-ayudar ayudaremos ayudarle ayudarles años aún basta bastante bien bienvenida buen buena buenas bueno
-buenos cada caso circunstancias claro cliente clientes colaboración colaboramos colaborando
-colaborar como complicarse comprendemos comprender comprensión con confiado confiamos confiando
-confianza confiar confía conocemos conocer constante construido construir consulta consultas
-contamos contar contarle contarles contenta contento contentos contestar conteste continua
-continuada conveniencia convierta convirtiera cordial cordiales cordialidad cordialmente correo
-correos cortesía cosas cualquier cuando cuanto cumplida cumplidor cumplidores cuál cómo damos dar de
-debemos del demostrado demuestra desafortunadamente desapercibida descuido deseamos desear despiste
-disposición dispuestos duda dudas duradera duradero díganos díganoslo e efectuar efectúe efectúen el
-empresa en encantada encantadas encantado encantados encantaría entendemos entender entre es esa
-esas escribimos escribir escríbanos ese eso esos especialmente esperamos esperanza espero esta
-estamos estar estas este estimada estimado esto estos estupenda estupendo está están esté estén
-excelente experiencia facilitar factura facturas favor fiable fidelidad fiel fieles figura
-frecuentemente fácil fácilmente generalmente gestionar gestionarlo gestione gracias gran gusta
-gustado gustaría gusto ha habitualmente hace hacer haciéndolo haga han hay haya hemos historial
-impagada impida impide importancia importante incidencia incidencias inconveniente inconvenientes
-inmediata juntas juntos la lamentablemente lamentamos larga largo las le lealtad les lo los
-magnífico manos me mensaje mi mientras mis momento mostrado motivo motivos mucha muchas mucho muchos
-muy más necesario necesita necesitado necesitamos necesitan negocio normalmente nos nosotros nuestra
-nuestras nuestro nuestros o ocasionalmente ocasión ocuparnos ocuparse ocupe ocupen ocurre ocurrido
-ocurrir olvido orgullosas orgulloso orgullosos paga pagar pagarla pagarlo pagarse pago pagos pague
-paguen papeleo para pasa pasado pasar pedimos pedir pedirle pendiente pendientes pequeño pero placer
-podamos podemos poder ponérselo por porque posible posibles pregunta preguntas preocupa preocupación
-preocupados prestar prestara preste prioridad problema problemas producen pronta pronto pueda puede
-pueden puntual puntuales puntualidad puntualmente que quedamos quedo queremos quiere quisiéramos qué
-realice realicen realizar realizara realmente reciente recientemente recientes recordamos recordar
-recordarle recordarles recordatorio recordatorios regularice regularizar regularizara regularizarla
-regularizarlo relaciones relación resolver resolverla resolverlo respeto respetuosamente responda
-respondan responde responder respondiendo responsable respuesta retraso retrasos revisar revisara
-revisarla revisarlo revise revisen revisión rogamos rogarle rogaríamos ruego rápida rápidamente
-rápido sabe sabemos saber saludo saludos satisfecha satisfecho satisfechos se sea sean seguimos
-seguir segura seguramente seguro seguros sencilla sencillez sencillo ser seria seriedad serio si
-sido siempre siendo siga significa significado sigue simple simplemente sincera sinceramente sincero
-situación sobre solicitamos solucionar solucionarlo son su sucede suceder sus suya suyo también tan
-tanto tantos tenemos tener tenerle tenerles tenga tiene toda todas todavía todo todos tomar
-trabajado trabajamos trabajando trabajar trabajo trata trate u un una unas unos urgencia urgente
-usted ustedes valiosa valioso valora valoración valorada valorado valoramos valorar vaya veces vemos
-vencida ver verdad verdaderamente vez visto y yo
+a abajo abonar abonarla abone abonen aclaración aclarar aclararlo acumula acumulan acumularse además
+afectuosamente agradable agradecemos agradecen agradecer agradeceremos agradecerle agradecerles
+agradecería agradeceríamos agradecida agradecidas agradecido agradecidos agradeciendo agradecimiento
+ahora al alegra alegramos alegrará alegría algo alguna algunas alguno algunos algún allí alto
+amabilidad amable amablemente amables ambas ambos animamos antemano anterior anteriores antes apoyar
+apoyo apreciamos apreciar aprecio aquí arriba asimismo asunto asuntos así atención atendemos atender
+atenderemos atenderle atenta atentamente atentas atento atentos atiende aunque ayuda ayudamos ayudar
+ayudaremos ayudarle ayudarles ayudará años aún basta bastante bien bienestar bienvenida breve
+brevemente buen buena buenas bueno buenos cada caso circunstancias claro cliente clientes
+colaboración colaboramos colaborando colaborar comentar comentarlo comenzar comienzo como
+complicarse comprendemos comprender comprensión con confiado confiamos confiando confianza confiar
+confiaremos confía conocemos conocer constante construido construir consulta consultas contamos
+contar contarle contarles contenta contento contentos contestar conteste continua continuada
+conveniencia convierta convirtiera cordial cordiales cordialidad cordialmente correo correos
+cortesía cortés cortésmente cosas cualquier cuando cuanto cumplida cumplidor cumplidores cuál cómo
+dado damos dar de deba debamos debemos del demostrado demuestra desafortunadamente desapercibida
+descuido deseamos desear despiste dificultad dificultades disculpamos disculpas disculpe disposición
+dispuestos duda dudas duradera duradero díganos díganoslo e efectuar efectúe efectúen el empezamos
+empezar empresa en encantada encantadas encantado encantados encantará encantaría encontrar
+encuentra encuentre encuentro entendemos entender entienda entiende entiendo entre es esa esas
+escribimos escribir escríbanos ese eso esos especialmente esperamos esperanza espero esta estamos
+estar estaremos estará estaría estas este estimada estimado esto estos estupenda estupendo está
+están esté estén excelente experiencia explicación facilitar factura facturas favor fiable fidelidad
+fiel fieles figura frecuentemente fácil fácilmente generalmente gestionar gestionarlo gestione
+gracias gran gusta gustado gustará gustaría gusto ha habitualmente hace hacer haciéndolo haga han
+hay haya hemos historial ido igualmente impagada impida impide importancia importante incidencia
+incidencias inconveniente inconvenientes inmediata ir juntas juntos la lamentablemente lamentamos
+larga largo las le lealtad les lo los magnífico manos mantenemos mantener me mejor mejores mensaje
+mi mientras mis momento momentos mostrado motivo motivos mucha muchas mucho muchos muy más necesario
+necesita necesitado necesitamos necesitan negocio normalmente nos nosotros nuestra nuestras nuestro
+nuestros o ocasionalmente ocasión ocuparnos ocuparse ocupe ocupen ocurre ocurrido ocurrir olvido
+orgullosas orgulloso orgullosos paga pagar pagarla pagarlo pagarse pago pagos pague paguen papeleo
+para pasa pasado pasar pedimos pedir pedirle pendiente pendientes pequeño perder perdido pero pesar
+pierda placer podamos podemos poder ponérselo por porque posible posibles pregunta preguntas
+preocupa preocupación preocupados preocuparse preocupe prestar prestara preste prioridad problema
+problemas producen pronta pronto pueda puede pueden puntual puntuales puntualidad puntualmente que
+quedamos quedo queremos quiere quisiéramos qué rapidez realice realicen realizar realizara realmente
+reciente recientemente recientes recordamos recordar recordarle recordarles recordaríamos
+recordatorio recordatorios recuerde regularice regularizar regularizara regularizarla regularizarlo
+relaciones relación resolver resolverla resolverlo respeto respetuosamente responda respondan
+responde responder respondiendo responsable respuesta retraso retrasos revisar revisara revisarla
+revisarlo revise revisen revisión rogamos rogarle rogaríamos ruego rápida rápidamente rápido sabe
+sabemos saber saludo saludos satisfecha satisfecho satisfechos se sea sean seguimos seguir
+seguiremos seguirá segura seguramente seguro seguros sencilla sencillez sencillo sentimos ser seria
+seriedad serio si sido siempre siendo siga significa significado sigue simple simplemente sincera
+sinceramente sincero situación sobre solicitamos solucionar solucionarlo son su sucede suceder sus
+suya suyo también tan tanto tantos tenemos tener tenerle tenerles tenga tiene toda todas todavía
+todo todos tomar trabajado trabajamos trabajando trabajar trabajo trata trate u un una unas unos
+urgencia urgente usted ustedes va valiosa valioso valora valoración valorada valorado valoramos
+valorar valoraremos vamos van vaya veces vemos vencida ver verdad verdaderamente vez visto y yo
 """)
 
 PHRASES: dict[str, tuple[tuple[str, ...], ...]] = {
