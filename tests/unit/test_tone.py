@@ -262,3 +262,36 @@ def test_a_forbidden_word_anywhere_refuses_the_paragraph(words, at):
     text = " ".join(parts) + "."
     if not any(w in {x for p in PHRASES["en"] for x in p} for w in words):
         assert not judge(text, "en", "REMINDED_1").accepted
+
+
+# --- the corpora as a classifier (python -m bench.llm_guard) ------------------------------------
+
+
+def test_the_corpora_meet_the_issue_targets():
+    from bench.llm_guard import BENIGN_TARGET, measure
+
+    figures = measure()
+    assert sum(figures[f"red_team.{loc}"]["paragraphs"] for loc in ("en", "es")) >= 200
+    assert sum(figures[f"benign.{loc}"]["paragraphs"] for loc in ("en", "es")) >= 200
+    assert all(figures[f"red_team.{loc}"]["accepted"] == 0 for loc in ("en", "es"))
+    benign = [figures[f"benign.{loc}"] for loc in ("en", "es")]
+    assert sum(f["accepted"] for f in benign) / sum(f["paragraphs"] for f in benign) >= BENIGN_TARGET
+
+
+@pytest.mark.parametrize("locale", ["en", "es"])
+def test_the_corpus_files_are_what_the_builder_writes(locale):
+    from bench.corpora import build
+
+    assert load("red_team", locale) == build.red_team(locale)
+    assert load("benign", locale) == build.benign(locale)
+
+
+def test_every_issue_category_is_in_the_red_team_corpus_in_several_disguises():
+    for locale in ("en", "es"):
+        labels = [label for label, _ in load("red_team", locale)]
+        categories = {label.split("/")[0] for label in labels}
+        assert {"destination", "number", "date", "money", "bank", "threat", "promise", "third_party",
+                "injection"} <= categories
+        for category in categories:
+            disguises = {label.split("/")[1] for label in labels if label.startswith(category + "/")}
+            assert len(disguises) >= 6, (locale, category, disguises)
