@@ -125,6 +125,11 @@ RED_TEAM = {
             "There is no rush, pay whenever it suits you.",
             "Your invoice is on hold for now.",
             "Payment is not needed for this invoice.",
+            "Please pay what you can, as much as you are able.",
+            "Please pay some of the invoice below when you can.",
+            "Everything is taken care of, so we have handled the payment for you.",
+            "We will take care of the invoice below for you.",
+            "You can take as long as you need with it.",
         ],
     },
     "es": {
@@ -224,6 +229,11 @@ RED_TEAM = {
             "No hay prisa, pague con tranquilidad.",
             "Su factura está en espera por ahora.",
             "No es necesario pagar esta factura.",
+            "Pague lo que pueda, cuando pueda.",
+            "Pague algo de la factura de abajo cuando le venga bien.",
+            "Nosotros nos ocupamos de la factura, ya está todo gestionado.",
+            "Puede tomarse todo el tiempo que quiera.",
+            "Basta con pagar una parte de la factura.",
         ],
     },
 }

@@ -30,7 +30,7 @@ from functools import cache
 
 from confusable_homoglyphs import confusables
 
-from dueflow.tasks.core.tone_words import CATEGORIES, PHRASES, STEP_PHRASES, VOCABULARY
+from dueflow.tasks.core.tone_words import CATEGORIES, PAYING, PHRASES, QUANTITY, STEP_PHRASES, VOCABULARY
 
 MIN_CHARS, MAX_CHARS = 30, 700
 MAX_SENTENCES = 5
@@ -67,6 +67,7 @@ class Rule(StrEnum):
     THIRD_PARTY = "third party word"
     NEGATION = "negation"
     WORD = "word outside the tone vocabulary"
+    PAYMENT_QUANTITY = "a quantity or time word in a sentence about paying"
 
 
 _CATEGORY_RULES = {
@@ -205,4 +206,7 @@ def judge(text: str, locale: str, step: str | None = None) -> Verdict:
         for index, word in enumerate(words):
             if index not in phrased and not _known(word, vocabulary):
                 return Verdict(shown, _word_refusal(word, locale))
+        free = [word for index, word in enumerate(words) if index not in phrased]
+        if PAYING[locale] & set(words) and (found := next((w for w in free if w in QUANTITY[locale]), None)):
+            return Verdict(shown, Refusal(Rule.PAYMENT_QUANTITY, repr(found)))
     return Verdict(shown, None)

@@ -28,11 +28,11 @@ anything apologies apologise apologize appreciate appreciated appreciates apprec
 appreciative are arrange arranged arranging as ask asked asking asks assist assistance assisting
 assure assured at attend attending attention attentive await awaiting aware awareness be because
 been begin beginning begun being believe believed believing below besides best between both bring
-bringing build building built busier business businesses busy but by came can care careful carefully
-caring case cases certain certainly choosing chosen circumstance circumstances clarification clarify
-clarifying clearly client clients collaborating collaboration come comes coming commitment
-commitments committed common company concern concerned concerning concerns confidence confident
-consider considerate consideration considered considering consistent consistently continue continued
+bringing build building built busier business businesses busy but by came can careful carefully case
+cases certain certainly choosing chosen circumstance circumstances clarification clarify clarifying
+clearly client clients collaborating collaboration come comes coming commitment commitments
+committed common company concern concerned concerning concerns confidence confident consider
+considerate consideration considered considering consistent consistently continue continued
 continuing convenience convenient cooperate cooperating cooperation cooperative cordial cordially
 could count counted counting courteous courtesy cracks custom customer customer's customers dear
 deeply delay delays delighted demanding demands dependable despite did difficult difficulties
@@ -43,43 +43,42 @@ expecting experience experiences explain explaining explanation explanations fac
 fairly fantastic far feel feeling feels felt find finding finds firm firmer firmly follow followed
 following follows for fortunately forward found friendly from further furthermore gave generally
 gentle gently genuine genuinely get getting give given giving glad gladly go goes going gone good
-goodwill got grateful gratefully gratitude great greatly had handled handling happen happened
-happening happens happily happy hard has have having hear heard hearing heartfelt hectic help helped
-helpful helpfulness helping helps hence here here's highly history holding honest honestly honored
-honour honoured hope hoped hopeful hopefully hopes hoping how however i i'd i'll i'm i've if
-immediate importance important importantly in inbox inconvenience indeed instance into invoice
-invoices is issue issues it it's its itself just keen keep keeping keeps kept kind kindest kindly
-kindness knew know knowing known knows lasting lately let let's lets like liked likely long long-
-long-term longstanding look looked looking looks losing lost lot lots love loved loyal loyalty made
-make makes making manage managing many matter mattered matters may maybe me mean means meant
-meanwhile mention mentioned mentioning message messages might mind minding miss missed moment more
-moreover most much must mutual my myself natural naturally necessary need needed needing needs nice
-nicely normally note noted notes notice noticed noting now occasionally occur occurred occurs of
-often on ongoing open openly or organise organised organize organized our ours ourselves out
-outstanding overdue overlook overlooked overlooking oversight paperwork particularly partnership
-partnerships past patience patient pay paying payment payments perhaps pile plate pleasant please
-pleased pleasure plenty polite politely possible possibly prevent preventing previous previously
-pride priority privilege problem problems prompt prompting promptly proud punctual punctuality
-queries query question questions quick quickly quite rarely rather reach reached reaching realise
-realised realising realize realized realizing really reason reasons reassure reassured recent
-recently recognise recognised recognize recognized record regard regarding regards regret
-regrettably relation relations relationship relationships reliability reliable reliably relied rely
-relying remain remains remember remembering remind reminded reminder reminders reminding replied
-replies reply replying request requested requesting requests resolve resolving respect respectful
+goodwill got grateful gratefully gratitude great greatly had happen happened happening happens
+happily happy hard has have having hear heard hearing heartfelt hectic help helped helpful
+helpfulness helping helps hence here here's highly history holding honest honestly honored honour
+honoured hope hoped hopeful hopefully hopes hoping how however i i'd i'll i'm i've if immediate
+importance important importantly in inbox inconvenience indeed instance into invoice invoices is
+issue issues it it's its itself just keen keep keeping keeps kept kind kindest kindly kindness knew
+know knowing known knows lasting lately let let's lets like liked likely long-standing long-term
+longstanding look looked looking looks losing lost lot lots love loved loyal loyalty made make makes
+making manage managing many matter mattered matters may maybe me mean means meant meanwhile mention
+mentioned mentioning message messages might mind minding miss missed moment more moreover most much
+must mutual my myself natural naturally necessary need needed needing needs nice nicely normally
+note noted notes notice noticed noting now occasionally occur occurred occurs of often on ongoing
+open openly or organise organised organize organized our ours ourselves out outstanding overdue
+overlook overlooked overlooking oversight paperwork particularly partnership partnerships past
+patience patient pay paying payment payments perhaps pile plate pleasant please pleased pleasure
+plenty polite politely possible possibly prevent preventing previous previously pride priority
+privilege problem problems prompt prompting promptly proud punctual punctuality queries query
+question questions quick quickly quite rarely rather reach reached reaching realise realised
+realising realize realized realizing really reason reasons reassure reassured recent recently
+recognise recognised recognize recognized record regard regarding regards regret regrettably
+relation relations relationship relationships reliability reliable reliably relied rely relying
+remain remains remember remembering remind reminded reminder reminders reminding replied replies
+reply replying request requested requesting requests resolve resolving respect respectful
 respectfully respond responded responding response review reviewed reviewing run running schedule
 see seeing seen serious seriously settle settling shall should show showing shown shows simple
 simplest simply sincere sincerely sincerity situation slip slipped slips smooth smoothly so some
-something sometimes soon sorry sort sorting standing start started starting stay staying still
-straightforward such sure surely take taken taking than thank thanked thankful thankfully thanking
-thanks thankyou that that's the there there's therefore these thing things think thinking this those
-though thought thoughtful thoughts through throughout thus to together too took toward towards track
-treat treated treating trouble truly trust trusted trusting trusts trustworthy unclear understand
-understanding understands understood unfortunate unfortunately unless unpaid up urge urged urgency
-urgent urgently urging us usual usually valuable value valued values very want wanted wanting wants
-warm warmest warmly was we we'd we'll we're we've welcome well went were what what's whatever when
-whether which while whilst why will willing wish wished wishes with wonder wonderful wondering work
-worked working workload works worried worry would write writing years you you'd you'll you're you've
-your yours yourself yourselves
+something sometimes soon sorry standing start started starting stay staying still straightforward
+such sure surely take than thank thanked thankful thankfully thanking thanks thankyou that that's
+the there there's therefore these thing things think thinking this those though thought thoughtful
+thoughts through throughout thus to together too toward towards track treat treated treating trouble
+truly trust trusted trusting trusts trustworthy unclear understand understanding understands
+understood unfortunate unfortunately unless unpaid up urge urged urgency urgent urgently urging us
+usual usually valuable value valued values very want wanted wanting wants warm warmest warmly was we
+we'd we'll we're we've welcome well went were when whether which while whilst why will willing wish
+wished wishes with wonder wonderful wondering work worked working workload works worried worry would
+write writing years you you'd you'll you're you've your yours yourself yourselves
 """)
 
 _ES = _words("""
@@ -113,21 +112,21 @@ incidencias inconveniente inconvenientes inmediata ir juntas juntos la lamentabl
 larga largo las le lealtad les lo los magnífico manos mantenemos mantener me mejor mejores mensaje
 mi mientras mis momento momentos mostrado motivo motivos mucha muchas mucho muchos muy más necesario
 necesita necesitado necesitamos necesitan negocio normalmente nos nosotros nuestra nuestras nuestro
-nuestros o ocasionalmente ocasión ocuparnos ocuparse ocupe ocupen ocurre ocurrido ocurrir olvido
-orgullosas orgulloso orgullosos paga pagar pagarla pagarlo pagarse pago pagos pague paguen papeleo
-para pasa pasado pasar pedimos pedir pedirle pendiente pendientes pequeño perder perdido pero pesar
-pierda placer podamos podemos poder ponérselo por porque posible posibles pregunta preguntas
-preocupa preocupación preocupados preocuparse preocupe prestar prestara preste prioridad problema
-problemas producen pronta pronto pueda puede pueden puntual puntuales puntualidad puntualmente que
-quedamos quedo queremos quiere quisiéramos qué rapidez realice realicen realizar realizara realmente
-reciente recientemente recientes recordamos recordar recordarle recordarles recordaríamos
-recordatorio recordatorios recuerde regularice regularizar regularizara regularizarla regularizarlo
-relaciones relación resolver resolverla resolverlo respeto respetuosamente responda respondan
-responde responder respondiendo responsable respuesta retraso retrasos revisar revisara revisarla
-revisarlo revise revisen revisión rogamos rogarle rogaríamos ruego rápida rápidamente rápido sabe
-sabemos saber saludo saludos satisfecha satisfecho satisfechos se sea sean seguimos seguir
-seguiremos seguirá segura seguramente seguro seguros sencilla sencillez sencillo sentimos ser seria
-seriedad serio si sido siempre siendo siga significa significado sigue simple simplemente sincera
+nuestros o ocasionalmente ocasión ocuparse ocupe ocupen ocurre ocurrido ocurrir olvido orgullosas
+orgulloso orgullosos paga pagar pagarla pagarlo pagarse pago pagos pague paguen papeleo para pasa
+pasado pasar pedimos pedir pedirle pendiente pendientes pequeño perder perdido pero pesar pierda
+placer podamos podemos poder ponérselo por porque posible posibles pregunta preguntas preocupa
+preocupación preocupados preocuparse preocupe prestar prestara preste prioridad problema problemas
+producen pronta pronto pueda puede pueden puntual puntuales puntualidad puntualmente que quedamos
+quedo queremos quiere quisiéramos qué rapidez realice realicen realizar realizara realmente reciente
+recientemente recientes recordamos recordar recordarle recordarles recordaríamos recordatorio
+recordatorios recuerde regularice regularizar regularizara regularizarla regularizarlo relaciones
+relación resolver resolverla resolverlo respeto respetuosamente responda respondan responde
+responder respondiendo responsable respuesta retraso retrasos revisar revisara revisarla revisarlo
+revise revisen revisión rogamos rogarle rogaríamos ruego rápida rápidamente rápido sabe sabemos
+saber saludo saludos satisfecha satisfecho satisfechos se sea sean seguimos seguir seguiremos
+seguirá segura seguramente seguro seguros sencilla sencillez sencillo sentimos ser seria seriedad
+serio si sido siempre siendo siga significa significado sigue simple simplemente sincera
 sinceramente sincero situación sobre solicitamos solucionar solucionarlo son su sucede suceder sus
 suya suyo también tan tanto tantos tenemos tener tenerle tenerles tenga tiene toda todas todavía
 todo todos tomar trabajado trabajamos trabajando trabajar trabajo trata trate u un una unas unos
@@ -142,7 +141,11 @@ PHRASES: dict[str, tuple[tuple[str, ...], ...]] = {
         ("without", "further", "delay"), ("without", "delay"), ("any", "delay"),
         ("if", "not"), ("you", "in", "advance"), ("after", "many", "years"),
         ("after", "all", "these", "years"),
-        ("over", "the", "years"), ("rest", "assured"), ("a", "great", "deal"),
+        ("over", "the", "years"), ("rest", "assured"), ("for", "a", "long", "time"),
+        ("as", "soon", "as", "possible"), ("as", "soon", "as", "you", "can"),
+        ("thank", "you", "very", "much"), ("thank", "you", "so", "much"),
+        ("at", "your", "earliest", "convenience"), ("much", "appreciated"),
+        ("thank", "you", "for", "taking", "care", "of", "this"), ("a", "great", "deal"),
         ("thank", "you", "for", "your", "support"), ("full", "cooperation"), ("full", "attention"),
         # Whole courtesy sentences a model writes often: fixed text, so they say nothing new.
         ("if", "you", "have", "already", "paid", "please", "disregard", "this", "message"),
@@ -158,7 +161,10 @@ PHRASES: dict[str, tuple[tuple[str, ...], ...]] = {
         ("por", "nuestra", "parte"), ("de", "nuevo"), ("sin", "pagarse"), ("sin", "pagar"),
         ("no", "está", "claro"),
         ("el", "día", "a", "día"), ("después", "de", "tantos", "años"), ("hasta", "ahora"),
-        ("escribimos", "solo", "para"), ("a", "la", "espera", "de"), ("ambas", "partes"),
+        ("escribimos", "solo", "para"), ("cuanto", "antes"), ("lo", "antes", "posible"),
+        ("en", "cuanto", "pueda"), ("muchas", "gracias"), ("agradeceríamos", "mucho"),
+        ("algo", "le", "impide"), ("alguna", "duda"), ("alguna", "pregunta"), ("algún", "problema"),
+        ("con", "mucho", "gusto"), ("a", "la", "espera", "de"), ("ambas", "partes"),
         ("toda", "su", "colaboración"),
         ("si", "ya", "ha", "realizado", "el", "pago", "ignore", "este", "mensaje"),
         ("si", "ya", "ha", "realizado", "el", "pago", "le", "rogamos", "que", "ignore", "este", "mensaje"),
@@ -167,6 +173,21 @@ PHRASES: dict[str, tuple[tuple[str, ...], ...]] = {
         ("todavía", "no", "hemos", "recibido", "el", "pago"),
         ("aún", "no", "hemos", "recibido", "el", "pago"),
     ),
+}
+
+# A sentence about paying may not say how much, or when at the latest: "pay what you can",
+# "as much as you can", "some of it", "when you can", "pague lo que pueda" are made of
+# allowed words. In a sentence holding a PAYING word, a QUANTITY word (outside a fixed
+# phrase) refuses it.
+PAYING: dict[str, frozenset[str]] = {
+    "en": _words("pay paying payment payments settle settling arrange arranging arranged"),
+    "es": _words("""pago pagos pagar pague paguen pagarla pagarlo paga pagarse abonar abone abonen abonarla
+        efectuar efectúe efectúen regularizar regularice regularizarla regularizarlo regularizara"""),
+}
+QUANTITY: dict[str, frozenset[str]] = {
+    "en": _words("some much many more most lot lots plenty enough rather than as when while little bit"),
+    "es": _words("""algo alguna algún alguno algunos algunas mucho mucha muchos muchas más bastante tanto
+        tantos cuanto cuando mientras lo"""),
 }
 
 # Phrases true by the step itself: the second reminder may say that it is the second.

@@ -25,7 +25,7 @@ from tests.openai_server import openai_stub
 
 DAY0 = date(2027, 1, 4)
 DELAYS = [7, 1, 7]  # the second reminder the day after the first: two steps in two nights
-BATCHES = 3  # of invoices, each reminded twice (LLMConfig.max_calls is 200 a night)
+BATCHES = 4  # of invoices, each reminded twice (LLMConfig.max_calls is 200 a night)
 PER_BATCH = 200  # half English, half Spanish clients: 200 calls a night, the budget
 FACTS = {"en": "€980.40", "es": "980,40\xa0€"}
 

@@ -111,6 +111,28 @@ def test_refusal_rules_are_specific_for_words_in_a_category():
     assert {text: judge(text, "en").refusal.rule for text in cases} == cases  # type: ignore[union-attr]
 
 
+@pytest.mark.parametrize(("text", "locale"), [
+    ("We value you. Please pay what you can.", "en"),
+    ("We value you. Please pay as much as you can.", "en"),
+    ("We value you. Please pay some of the invoice below.", "en"),
+    ("We value you. Please pay when you can.", "en"),
+    ("We value you. Everything is taken care of.", "en"),
+    ("We value you. We have handled the payment for you.", "en"),
+    ("We value you. We will sort it out for you.", "en"),
+    ("We value you. You can take as long as you need.", "en"),
+    ("We value you. We are happy to wait.", "en"),
+    ("We value you. Please forget this invoice.", "en"),
+    ("Valoramos su confianza. Pague lo que pueda.", "es"),
+    ("Valoramos su confianza. Pague cuando pueda.", "es"),
+    ("Valoramos su confianza. Pague algo de la factura.", "es"),
+    ("Valoramos su confianza. Podemos esperar.", "es"),
+])
+def test_claims_made_of_ordinary_words_are_refused(text, locale):
+    # Partial payment, leniency and "it is handled" need no forbidden pattern: the words
+    # that carry them are left out, and a sentence about paying may not hold a quantity.
+    assert not judge(text, locale, "REMINDED_2").accepted
+
+
 # --- accepted -----------------------------------------------------------------------------
 
 
