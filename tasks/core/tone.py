@@ -30,7 +30,15 @@ from functools import cache
 
 from confusable_homoglyphs import confusables
 
-from dueflow.tasks.core.tone_words import CATEGORIES, PAYING, PHRASES, QUANTITY, STEP_PHRASES, VOCABULARY
+from dueflow.tasks.core.tone_words import (
+    CATEGORIES,
+    PAYING,
+    PHRASES,
+    QUANTITY,
+    STEP_PHRASES,
+    THANKS,
+    VOCABULARY,
+)
 
 MIN_CHARS, MAX_CHARS = 30, 700
 MAX_SENTENCES = 5
@@ -68,6 +76,7 @@ class Rule(StrEnum):
     NEGATION = "negation"
     WORD = "word outside the tone vocabulary"
     PAYMENT_QUANTITY = "a quantity or time word in a sentence about paying"
+    PAYMENT_THANKS = "thanks in a sentence about paying"
 
 
 _CATEGORY_RULES = {
@@ -207,6 +216,9 @@ def judge(text: str, locale: str, step: str | None = None) -> Verdict:
             if index not in phrased and not _known(word, vocabulary):
                 return Verdict(shown, _word_refusal(word, locale))
         free = [word for index, word in enumerate(words) if index not in phrased]
-        if PAYING[locale] & set(words) and (found := next((w for w in free if w in QUANTITY[locale]), None)):
-            return Verdict(shown, Refusal(Rule.PAYMENT_QUANTITY, repr(found)))
+        if PAYING[locale] & set(words):
+            if found := next((w for w in free if w in QUANTITY[locale]), None):
+                return Verdict(shown, Refusal(Rule.PAYMENT_QUANTITY, repr(found)))
+            if found := next((w for w in free if w in THANKS[locale]), None):
+                return Verdict(shown, Refusal(Rule.PAYMENT_THANKS, repr(found)))
     return Verdict(shown, None)

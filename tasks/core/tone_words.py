@@ -109,8 +109,8 @@ fiel fieles figura frecuentemente fácil fácilmente generalmente gestionar gest
 gracias gran gusta gustado gustará gustaría gusto ha habitualmente hace hacer haciéndolo haga han
 hay haya hemos historial ido igualmente impagada impida impide importancia importante incidencia
 incidencias inconveniente inconvenientes inmediata ir juntas juntos la lamentablemente lamentamos
-larga largo las le lealtad les lo los magnífico manos mantenemos mantener me mejor mejores mensaje
-mi mientras mis momento momentos mostrado motivo motivos mucha muchas mucho muchos muy más necesario
+larga largo las le lealtad les lo los magnífico mantenemos mantener me mejor mejores mensaje mi
+mientras mis momento momentos mostrado motivo motivos mucha muchas mucho muchos muy más necesario
 necesita necesitado necesitamos necesitan negocio normalmente nos nosotros nuestra nuestras nuestro
 nuestros o ocasionalmente ocasión ocuparse ocupe ocupen ocurre ocurrido ocurrir olvido orgullosas
 orgulloso orgullosos paga pagar pagarla pagarlo pagarse pago pagos pague paguen papeleo para pasa
@@ -164,7 +164,7 @@ PHRASES: dict[str, tuple[tuple[str, ...], ...]] = {
         ("escribimos", "solo", "para"), ("cuanto", "antes"), ("lo", "antes", "posible"),
         ("en", "cuanto", "pueda"), ("muchas", "gracias"), ("agradeceríamos", "mucho"),
         ("algo", "le", "impide"), ("alguna", "duda"), ("alguna", "pregunta"), ("algún", "problema"),
-        ("con", "mucho", "gusto"), ("a", "la", "espera", "de"), ("ambas", "partes"),
+        ("con", "mucho", "gusto"), ("entre", "manos"), ("a", "la", "espera", "de"), ("ambas", "partes"),
         ("toda", "su", "colaboración"),
         ("si", "ya", "ha", "realizado", "el", "pago", "ignore", "este", "mensaje"),
         ("si", "ya", "ha", "realizado", "el", "pago", "le", "rogamos", "que", "ignore", "este", "mensaje"),
@@ -188,6 +188,12 @@ QUANTITY: dict[str, frozenset[str]] = {
     "en": _words("some much many more most lot lots plenty enough rather than as when while little bit"),
     "es": _words("""algo alguna algún alguno algunos algunas mucho mucha muchos muchas más bastante tanto
         tantos cuanto cuando mientras lo"""),
+}
+# Thanks in a sentence about paying reads as a receipt ("thank you for your payment",
+# "gracias por su pago"): a THANKS word there refuses it too.
+THANKS: dict[str, frozenset[str]] = {
+    "en": _words("thank thanks thanked thanking thankful thankyou gratitude"),
+    "es": _words("gracias agradecemos agradecido agradecidos agradecida agradecidas agradecimiento"),
 }
 
 # Phrases true by the step itself: the second reminder may say that it is the second.

@@ -126,6 +126,10 @@ def test_refusal_rules_are_specific_for_words_in_a_category():
     ("Valoramos su confianza. Pague cuando pueda.", "es"),
     ("Valoramos su confianza. Pague algo de la factura.", "es"),
     ("Valoramos su confianza. Podemos esperar.", "es"),
+    ("We value you. Thank you for your payment.", "en"),
+    ("We value you. Thank you for settling the invoice below.", "en"),
+    ("Valoramos su confianza. Gracias por su pago.", "es"),
+    ("Valoramos su confianza. La factura está en buenas manos.", "es"),
 ])
 def test_claims_made_of_ordinary_words_are_refused(text, locale):
     # Partial payment, leniency and "it is handled" need no forbidden pattern: the words
