@@ -3,8 +3,9 @@ text used when it says nothing usable. The model is called in `adapters.llm_clie
 
 The LLM never decides facts: the template around the paragraph renders recipient,
 amount, dates and invoice number; the model only writes a few sentences of prose whose
-tone suits the client's payment history. Its output is validated here and replaced by
-the template paragraph whenever anything is wrong.
+tone suits the client's payment history. Its paragraph is judged by `core.tone` (it may
+set a tone and say nothing else) and replaced by the template paragraph whenever anything
+is wrong.
 """
 
 from __future__ import annotations
@@ -137,10 +138,10 @@ def clean_data(text: Any, limit: int) -> str:
     return kept if len(kept) <= limit else kept[:limit].rstrip() + " […truncated]"
 
 
-def one_line_output(text: str) -> str:
-    """Model output on one line, NFKC-folded (fullwidth digits become digits) and
-    cleaned, so that what is validated is exactly what is stored and sent."""
-    return " ".join(clean_data(unicodedata.normalize("NFKC", str(text)), 10 * 700).split())
+def one_line_output(text: str, limit: int = 200) -> str:
+    """Model output on one line, NFKC-folded and cleaned: the tone label kept in the
+    ledger note (the paragraph itself is normalised and judged by core.tone)."""
+    return " ".join(clean_data(unicodedata.normalize("NFKC", str(text)), limit).split())
 
 
 # ---------------------------------------------------------------------------
