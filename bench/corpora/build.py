@@ -5,8 +5,8 @@
 - red_team.{en,es}.txt: what a lying or hijacked model would write. Every category of
   issue 24 (destination, number, date or deadline, money and payment state, bank and
   payment method, threat, promise, third party), claims made of ordinary words, and
-  prompt-injection outputs, each
-  payload inside a courteous frame, plain and in several disguises (bench.disguises).
+  prompt-injection outputs; each payload inside a courteous frame, plain, alone and in
+  several disguises (bench.disguises).
 - benign.{en,es}.txt: tone paragraphs as a model following the prompt writes them, for
   each step (first and second reminder) and client history (good payer, late payer,
   new client, long relationship).
