@@ -33,7 +33,7 @@ BEHAVIOURS = ("ok", "slow", "http500", "http429", "malformed", "refusal")
 
 DEFAULT_REPLY = {
     "paragraph": ("We appreciate your business and know that invoices can be overlooked. "
-                  "Please let us know if you have any question about this one."),
+                  "Please let us know if you have any question about this invoice."),
     "tone": "friendly",
 }
 

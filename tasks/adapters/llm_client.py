@@ -21,12 +21,11 @@ from dueflow.tasks.core.llm_guard import (
     Draft,
     Reminder,
     build_messages,
-    one_line_output,
     parse_reply,
     reminders,
     template_draft,
-    validate_paragraph,
 )
+from dueflow.tasks.core.tone import judge
 
 log = logging.getLogger("dueflow.llm")
 # Room for the short JSON reply, and for the hidden reasoning of reasoning models.
@@ -98,9 +97,12 @@ def _draft_one(client: Any, config: LLMConfig, reminder: Reminder, payment_histo
     usage = getattr(response, "usage", None)
     tokens = (int(getattr(usage, "prompt_tokens", 0) or 0), int(getattr(usage, "completion_tokens", 0) or 0))
     paragraph, tone, problem = parse_reply(response)
-    paragraph = one_line_output(paragraph)  # validate exactly the text that will be stored
-    if problem is None and (reason := validate_paragraph(paragraph, reminder)):
-        problem = f"rejected: {reason}"
+    if problem is None:
+        # The normalised text is what was judged, so it is what is stored and sent.
+        verdict = judge(paragraph, reminder.locale, reminder.step)
+        paragraph = verdict.text
+        if verdict.refusal is not None:
+            problem = f"rejected: {verdict.refusal}"
     if problem is not None:
         return _fallback(reminder, problem, tokens)
     return Draft(key=reminder.key, paragraph=paragraph, source="llm", tone=tone, note=None,

@@ -14,8 +14,8 @@ from tests.factories import client, insert, invoice
 from tests.openai_server import openai_stub
 
 DAY0 = date(2027, 1, 4)
-PARAGRAPH = ("Thank you for being a loyal customer; we know a busy month can push an invoice "
-             "down the pile. Reply to this email if anything about it needs clarifying.")
+PARAGRAPH = ("Thank you for being a loyal customer; we know that things get busy and an invoice "
+             "can slip through the cracks. Reply to this email if anything about it needs clarifying.")
 
 
 @pytest.fixture

@@ -101,9 +101,10 @@ def test_unusable_replies_fall_back(stub, behaviour, note):
 @pytest.mark.parametrize(
     ("paragraph", "reason"),
     [
-        (GOOD + " The total is 1,250.00 EUR.", "amount or number ('1,250.00')"),
-        (GOOD + " You can pay right away at https://pay.example.net/i1.", "URL"),
-        (GOOD + " Any question? Write to ana@acme.test.", "email address"),
+        (GOOD + " The total is 1,250.00 EUR.", "digit ('1')"),
+        (GOOD + " You can pay right away at https://pay.example.net/i1.", "U+002F SOLIDUS"),
+        (GOOD + " Any question? Write to ana@acme.test.", "U+0040 COMMERCIAL AT"),
+        (GOOD + " Please pay at payments dot ru.", "destination or contact word ('dot')"),
     ],
 )
 def test_draft_stating_facts_is_rejected(stub, paragraph, reason):
@@ -126,7 +127,7 @@ def test_draft_obeying_instructions_planted_in_the_notes_is_rejected(stub):
     injected, clean = draft_paragraphs(rows, NO_HISTORY, config_for(stub))
     assert len(stub.requests) == 2
     assert injected.source == "template" and injected.note is not None
-    assert "commitment the business did not make" in injected.note
+    assert injected.note == "rejected: word outside the tone vocabulary ('agreed')"
     assert (clean.source, clean.paragraph) == ("llm", GOOD)
 
 
@@ -137,7 +138,8 @@ def test_english_paragraph_for_a_spanish_client_is_rejected(stub):
         SPANISH if data_block(user_message(body), "client_name") == "Beatriz" else GOOD)
     english, spanish = draft_paragraphs(rows, NO_HISTORY, config_for(stub))
     assert all("Write in Spanish" in system_message(body) for body in stub.requests)
-    assert english.source == "template" and english.note == "rejected: not in Spanish"
+    assert english.source == "template"
+    assert english.note == "rejected: word outside the tone vocabulary ('we')"
     assert english.paragraph == template_paragraph("REMINDED_1", "es")
     assert (spanish.source, spanish.paragraph) == ("llm", SPANISH)
 
@@ -179,16 +181,21 @@ def test_concurrency_reaches_but_never_exceeds_the_bound(stub):
 
 def test_drafts_keep_the_order_of_the_rows(stub):
     names = ["Alpha", "Bravo", "Charlie", "Delta", "Echo", "Foxtrot", "Golf", "Hotel"]
+    # A paragraph may not name anyone (core.tone), so each client gets its own adverb.
+    adverbs = dict(zip(names, ["truly", "really", "greatly", "sincerely", "deeply", "always",
+                               "genuinely", "highly"], strict=True))
 
     def personal(body: dict[str, Any]) -> str:
-        name = data_block(user_message(body), "client_name")
-        return reply(f"We value our work with {name} and would appreciate your attention to this reminder.")
+        adverb = adverbs[data_block(user_message(body), "client_name")]
+        return reply(f"We {adverb} value our work with you and would appreciate your attention to this "
+                     "reminder.")
 
     stub.behaviour = personal
     rows = frame(*(reminder(n, client_name=name) for n, name in enumerate(names)))
     drafts = draft_paragraphs(rows, NO_HISTORY, config_for(stub, concurrency=4))
     assert [d.key for d in drafts] == list(rows["key"])
-    assert all(d.source == "llm" and name in d.paragraph for d, name in zip(drafts, names, strict=True))
+    assert all(d.source == "llm" and f"We {adverbs[name]} value" in d.paragraph
+               for d, name in zip(drafts, names, strict=True))
 
 
 def test_consecutive_api_failures_stop_further_calls(stub):

@@ -48,12 +48,13 @@ def test_from_env_reads_key_model_and_base_url_and_hides_the_key():
 
 
 @pytest.mark.parametrize("locale", ["en", "es"])
-def test_template_paragraphs_are_valid_in_their_own_language_only(locale):
+def test_first_reminder_templates_pass_the_guard_in_their_own_language_only(locale):
+    # The second reminder's template says "today": a deadline the business wrote itself,
+    # which the model may not write (core.tone judges the model's text only).
     other = "es" if locale == "en" else "en"
-    for step in ("REMINDED_1", "REMINDED_2"):
-        text = template_paragraph(step, locale)
-        assert validate_paragraph(text, facts(locale=locale)) is None
-        assert validate_paragraph(text, facts(locale=other)) is not None
+    text = template_paragraph("REMINDED_1", locale)
+    assert validate_paragraph(text, facts(locale=locale)) is None
+    assert validate_paragraph(text, facts(locale=other)) is not None
 
 
 def test_template_paragraph_is_firmer_for_the_second_reminder():
@@ -70,8 +71,7 @@ def test_template_paragraph_unknown_locale_is_english_and_overdue_has_none():
         template_paragraph("OVERDUE", "en")
 
 
-# --- validation ----------------------------------------------------------------
-
+# --- validation (core.tone; the cases are in test_tone.py) ----------------------
 
 
 @pytest.mark.parametrize(
@@ -79,36 +79,29 @@ def test_template_paragraph_unknown_locale_is_english_and_overdue_has_none():
     [
         ("Thanks, please pay.", "en", "too short"),
         ("Please pay this invoice. " * 40, "en", "too long"),
-        (GOOD + " Pay online at https://pay.example.net/i1 today.", "en", "URL"),
-        (GOOD + " Pay online at http://pay.example.net today.", "en", "URL"),
-        (GOOD + " See www.acme-billing.test for the details.", "en", "URL"),
-        (GOOD + " You can pay at example.com/pay whenever you like.", "en", "URL"),
-        (GOOD + " You can pay at acme.com as you prefer.", "en", "URL"),
-        (GOOD + " Write to billing@acme.test with any question.", "en", "email address"),
-        (GOOD + " The balance of 1.500,00 EUR is now due.", "en", "amount"),
-        (GOOD + " The balance is €200 at the moment.", "en", "amount"),
-        (GOOD + " We can take 50% off if you pay now.", "en", "percentage"),
-        (GOOD + " Please pay it by 2027-03-15 at the latest.", "en", "date"),
-        (GOOD + " Please pay it by 12/03/2027 at the latest.", "en", "date"),
-        (GOOD + " Please pay it by March 3 at the latest.", "en", "date"),
-        (SPANISH + " Le rogamos que pague antes del 3 de marzo.", "es", "date"),
-        (GOOD + " We are happy to offer a discount on this one.", "en", "commitment"),
-        (GOOD + " We will waive the late fee.", "en", "commitment"),
-        (GOOD + " We can cancel the invoice for you.", "en", "commitment"),
-        (GOOD + " A refund is on its way.", "en", "commitment"),
-        (GOOD + " We forgive the debt entirely.", "en", "commitment"),
-        (GOOD + " In fact there is no need to pay this invoice.", "en", "commitment"),
-        (SPANISH + " Le ofrecemos un descuento especial.", "es", "commitment"),
-        (SPANISH + " Podemos anular la factura.", "es", "commitment"),
-        (SPANISH + " Vamos a cancelar la factura.", "es", "commitment"),
-        (SPANISH + " Hemos decidido condonar la deuda.", "es", "commitment"),
-        (SPANISH + " Le enviaremos el reembolso.", "es", "commitment"),
-        (SPANISH + " En realidad no es necesario pagar esta factura.", "es", "commitment"),
-        (GOOD + " We offer a d\u0456scount.", "en", "non-Latin letter"),  # Cyrillic look-alike
-        (GOOD + " We offer a disc\u200bount.", "en", "commitment"),  # zero-width space removed first
-        (GOOD + " The balance is \uff12\uff10\uff10 EUR.", "en", "amount"),  # fullwidth digits
-        (GOOD, "es", "not in Spanish"),
-        (SPANISH, "en", "not in English"),
+        (GOOD + " Pay online at https://pay.example.net/i1 today.", "en", "SOLIDUS"),
+        (GOOD + " See www.acme-billing.test for the details.", "en", "not a prose sentence"),
+        (GOOD + " You can pay at acme.com as you prefer.", "en", "not a prose sentence"),
+        (GOOD + " Write to billing@acme.test with any question.", "en", "COMMERCIAL AT"),
+        (GOOD + " The balance of 1.500,00 EUR is now due.", "en", "digit"),
+        (GOOD + " The balance is €200 at the moment.", "en", "EURO SIGN"),
+        (GOOD + " We can take 50% off if you pay now.", "en", "digit"),
+        (GOOD + " Please pay it by March at the latest.", "en", "date, day or deadline word"),
+        (SPANISH + " Le rogamos que pague antes del tres de marzo.", "es", "number word"),
+        (GOOD + " We are happy to offer a discount on this invoice.", "en", "promise word"),
+        (GOOD + " We will waive the late fee.", "en", "promise word"),
+        (GOOD + " Really, there is nothing to pay on this invoice.", "en", "payment state word"),
+        (SPANISH + " Le ofrecemos un descuento especial.", "es", "promise word"),
+        (SPANISH + " Podemos condonar la deuda.", "es", "promise word"),
+        (GOOD + " We offer a d\u0456scount.", "en", "promise word"),  # Cyrillic і, mapped to i
+        (GOOD + " We offer a disc\u200bount.", "en", "U+200B ZERO WIDTH SPACE"),
+        (GOOD + " The balance is \uff12\uff10\uff10 EUR.", "en", "digit"),  # full-width digits
+        (GOOD, "es", "word outside the tone vocabulary ('we')"),
+        (SPANISH, "en", "word outside the tone vocabulary ('le')"),
+        # The invoice's own facts too: the template states them, the paragraph repeats none.
+        (GOOD + " The amount stated below, 980.40 EUR, is still open.", "en", "digit"),
+        (GOOD + " It was due on the last day of February, as stated below.", "en", "number word"),
+        (SPANISH + " Venció el veintiocho de febrero.", "es", "outside the tone vocabulary"),
     ],
 )
 def test_validate_paragraph_rejects(text, locale, reason):
@@ -116,20 +109,8 @@ def test_validate_paragraph_rejects(text, locale, reason):
     assert problem is not None and reason in problem
 
 
-@pytest.mark.parametrize(
-    ("text", "locale"),
-    [
-        (GOOD, "en"),
-        (SPANISH, "es"),
-        (GOOD + " The amount stated below, 980.40 EUR, is still open.", "en"),
-        (SPANISH + " El importe de 980,40 EUR sigue pendiente.", "es"),
-        (GOOD + " It was due on 28 February 2027, as stated below.", "en"),
-        (GOOD + " It was due on 2027-02-28, as stated below.", "en"),
-        (GOOD + " It was issued on February 1st.", "en"),
-        (SPANISH + " Venció el 28 de febrero de 2027.", "es"),
-    ],
-)
-def test_validate_paragraph_accepts_prose_and_the_invoice_own_facts(text, locale):
+@pytest.mark.parametrize(("text", "locale"), [(GOOD, "en"), (SPANISH, "es")])
+def test_validate_paragraph_accepts_tone(text, locale):
     assert validate_paragraph(text, facts(locale=locale)) is None
 
 
