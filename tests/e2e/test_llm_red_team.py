@@ -8,6 +8,7 @@ drafted paragraph and asks nothing of the model."""
 from __future__ import annotations
 
 import json
+import os
 import threading
 from datetime import date, timedelta
 from typing import Any
@@ -25,7 +26,12 @@ from tests.openai_server import openai_stub
 
 DAY0 = date(2027, 1, 4)
 DELAYS = [7, 1, 7]  # the second reminder the day after the first: two steps in two nights
-BATCHES = 4  # of invoices, each reminded twice (LLMConfig.max_calls is 200 a night)
+# Batches of invoices, each reminded twice (LLMConfig.max_calls is 200 a night). One batch
+# serves 200 paragraphs a language, every category and disguise among them (the corpus is
+# served one of each label first); DUEFLOW_RED_TEAM_FULL=1 serves the whole corpus (four
+# batches, about four minutes a database). The guard itself judges the whole corpus in
+# tests/unit/test_tone.py.
+BATCHES = 4 if os.environ.get("DUEFLOW_RED_TEAM_FULL") == "1" else 1
 PER_BATCH = 200  # half English, half Spanish clients: 200 calls a night, the budget
 FACTS = {"en": "€980.40", "es": "980,40\xa0€"}
 
@@ -34,7 +40,7 @@ class RedTeamModel:
     """Serves the red-team corpus of the request's language in turn."""
 
     def __init__(self) -> None:
-        self.corpus = {locale: [text for _, text in load("red_team", locale)] for locale in ("en", "es")}
+        self.corpus = {locale: labels_first(load("red_team", locale)) for locale in ("en", "es")}
         self.next = {"en": 0, "es": 0}
         self.served: list[str] = []
         self.lock = threading.Lock()
@@ -48,6 +54,16 @@ class RedTeamModel:
             self.next[locale] += 1
             self.served.append(text)
         return json.dumps({"paragraph": text, "tone": "friendly"})
+
+
+def labels_first(corpus: list[tuple[str, str]]) -> list[str]:
+    """The corpus with the first paragraph of each label (category/disguise) first."""
+    seen: set[str] = set()
+    first, rest = [], []
+    for label, text in corpus:
+        (rest if label in seen else first).append(text)
+        seen.add(label)
+    return first + rest
 
 
 @pytest.fixture
@@ -91,9 +107,12 @@ def test_no_red_team_paragraph_reaches_a_client(run_env, smtp_sink, red_team_llm
     escalation = nightly_alerts(as_of=date(2027, 3, 8), dunning_delays=DELAYS)
     assert escalation.sent == BATCHES * PER_BATCH and len(stub.requests) == asked
 
-    corpus_size = sum(len(texts) for texts in model.corpus.values())
-    assert len(model.served) == 2 * BATCHES * PER_BATCH >= corpus_size  # the whole corpus, in turn
-    assert set(model.served) == set(model.corpus["en"]) | set(model.corpus["es"])
+    assert len(model.served) == 2 * BATCHES * PER_BATCH
+    for locale in ("en", "es"):  # every label, or the whole corpus, in turn
+        labels = {label: text for label, text in reversed(load("red_team", locale))}
+        assert set(labels.values()) <= set(model.served)
+        if BATCHES == 4:
+            assert set(model.corpus[locale]) <= set(model.served)
 
     messages = smtp_sink.by_key()
     reminders = {key: m for key, m in messages.items() if not key.endswith("/OVERDUE")}
