@@ -33,11 +33,13 @@ from typing import TypeVar
 from prefect import task, unmapped
 from prefect.cache_policies import NO_CACHE
 
+from dueflow.blocks.settings import ConfigError
 from dueflow.tasks import progress
 from dueflow.tasks.adapters import db
 from dueflow.tasks.adapters.db import Database
 from dueflow.tasks.adapters.mail import MailConfig, Transport, open_transport
 from dueflow.tasks.core.addresses import Mailbox
+from dueflow.tasks.core.defaults import RETRY_BACKOFF_MAX_MINUTES
 from dueflow.tasks.core.message import OutgoingEmail
 from dueflow.tasks.core.statuses import RowStatus, SendStatus
 
@@ -79,6 +81,27 @@ class DeliverySettings:
     database: Database
     as_of: date
     retry_backoff: timedelta = timedelta(hours=1)
+
+
+# The latest retry time recorded: far in the future, and far from datetime's own limit.
+LATEST_RETRY = datetime(9000, 1, 1, tzinfo=UTC)
+
+
+def retry_time(now: datetime, backoff: timedelta) -> datetime:
+    """`now + backoff`, between now and LATEST_RETRY: arithmetic that cannot overflow."""
+    if backoff <= timedelta(0):
+        return now
+    return LATEST_RETRY if backoff >= LATEST_RETRY - now else now + backoff
+
+
+def retry_backoff(minutes: int) -> timedelta:
+    """The flow's `retry_backoff_minutes` as a timedelta, refused (ConfigError, before any
+    write) outside 0..RETRY_BACKOFF_MAX_MINUTES."""
+    if isinstance(minutes, bool) or not isinstance(minutes, int) or not (
+            0 <= minutes <= RETRY_BACKOFF_MAX_MINUTES):
+        raise ConfigError(f"retry_backoff_minutes must be a whole number of minutes from 0 to"
+                          f" {RETRY_BACKOFF_MAX_MINUTES} (31 days), got {minutes!r}")
+    return timedelta(minutes=minutes)
 
 
 class LedgerLost(Exception):
@@ -141,11 +164,14 @@ class _Batch:
         self.unrecorded = []
 
     def send(self, transport: Transport, email: OutgoingEmail) -> None:
+        # Everything the outcome needs is computed before the hand-over: once SMTP has
+        # answered, only building its ledger row is left, which cannot fail (issue 25).
+        retry_after = retry_time(datetime.now(UTC), self.settings.retry_backoff)
         result = transport.send(email)
-        progress.advance()  # the terminal's progress line, when the CLI shows one
-        retry_after = datetime.now(UTC) + self.settings.retry_backoff
         self.unrecorded.append(db.outcome_row(email.key, result, retry_after))
         self.note(email.key, _ROW_STATUS[result.status], result.error or result.smtp_response)
+        with contextlib.suppress(Exception):  # a broken terminal must not stop a delivery
+            progress.advance()  # the terminal's progress line, when the CLI shows one
 
     def run(self) -> list[Delivery]:
         keys = list(self.recipients)
