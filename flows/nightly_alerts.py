@@ -86,7 +86,6 @@ def nightly_alerts(
     """
     from dueflow.tasks.adapters import db
     from dueflow.tasks.adapters.lock import run_lock
-    from dueflow.tasks.adapters.mail import parse_mail_url
     from dueflow.tasks.core.decide import normalise_leads
     from dueflow.tasks.core.report import RunSummary
     from dueflow.tasks.deliver import DeliverySettings, retry_backoff
@@ -110,8 +109,8 @@ def nightly_alerts(
     database = db.open_database(settings)
     if not dry_run:
         db.preflight(database)
-    delivery = DeliverySettings(parse_mail_url(settings.mail_url), settings.sender(), database, as_of,
-                                backoff)
+    delivery = DeliverySettings(settings.mail_config(), settings.sender(), database, as_of, backoff,
+                                settings.smtp_max_failures)
     ctx = RunContext(settings, database, delivery, as_of, flow_run.get_id(), params)
     label_run(dry_run, adopt)
     if dry_run or not settings.run_lock:
@@ -194,9 +193,10 @@ def report(ctx: RunContext, rows: pd.DataFrame, drafts: list[Draft], facts: pd.D
     here is worth a warning, not a failure."""
     from dueflow.tasks.adapters import db
     from dueflow.tasks.core.report import drafts_frame, summarize
+    from dueflow.tasks.deliver import stopped_because
     from dueflow.tasks.steps import publish_report
 
-    warnings: list[str] = []
+    warnings: list[str] = stopped_because(ctx.delivery)  # the mail server stopped the night
     ledger_counts: dict[str, int] = {}
     unsettled = None
     if not ctx.params.dry_run:

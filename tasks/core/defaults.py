@@ -16,5 +16,9 @@ MAIL_URL = "file://./outbox"
 MAIL_FROM = "dueflow@localhost"
 TIMEZONE = "UTC"
 DEFAULT_MODEL = "gpt-4o-mini"
+# A mail server that does not answer is seen quickly, and once a night (issue 25):
+SMTP_CONNECT_TIMEOUT = 10.0  # seconds for the TCP connection, the greeting, EHLO, TLS and login
+SMTP_REPLY_TIMEOUT = 60.0  # seconds for each later reply (MAIL, RCPT, DATA, end of DATA)
+SMTP_MAX_CONNECTION_FAILURES = 3  # in a row: delivery stops for the night
 DB_LOCK_TIMEOUT = 60.0  # seconds to wait for a SQLite file another process writes to
 SCHEDULE_CRON = "0 6 * * *"
