@@ -160,3 +160,19 @@ def test_a_refused_login_is_tried_once_a_night(run_env, monkeypatch):
         assert fixed.warnings == [] and sorted(sink.keys()) == sorted(key(c) for c in ids)
     finally:
         sink.stop()
+
+
+def test_addresses_rfc_5322_refuses_are_quarantined_not_sent(run_env, smtp_sink):
+    """Finding 9: `.dot@`, `a..b@`, a 70-character local part and an encoded word as the
+    local part were sent (a client shows `=?utf-8?b?QUJD?=@x.example` as ABC@x.example).
+    They are quarantined with the reason; the plain address is sent."""
+    bad = {"dot": ".dot@x.example", "dots": "a..b@x.example", "long": "x" * 70 + "@x.example",
+           "encoded": "=?utf-8?b?QUJD?=@x.example"}
+    insert(run_env, "contracts", [contract(c, RENEWAL, notify_email=e) for c, e in bad.items()]
+           + [contract("fine", RENEWAL)])
+    night = nightly_alerts(as_of=AS_OF)
+    assert smtp_sink.keys() == [key("fine")] and night.quarantined == len(bad)
+    stored = db.read_frame(db.engine_for(run_env), "SELECT source_id, reason FROM dueflow_quarantine", {})
+    reasons = dict(zip(stored["source_id"], stored["reason"], strict=True))
+    assert "two dots in a row" in reasons["dots"] and "with a dot" in reasons["dot"]
+    assert "longer than 64" in reasons["long"] and "encoded word" in reasons["encoded"]
