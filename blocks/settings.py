@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, replace
 from datetime import date, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote, urlsplit, urlunsplit
+from urllib.parse import quote
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from dueflow.tasks.core import defaults
@@ -147,6 +147,10 @@ class Settings:
             sources_file=(env.get("DUEFLOW_SOURCES_FILE") or "").strip() or None,
             sources_block=(env.get("DUEFLOW_SOURCES_BLOCK") or "").strip() or None,
         )
+        from dueflow.blocks.urls import read_url
+
+        read_url(settings.database_url, "DUEFLOW_DATABASE_URL")  # one line, the URL not shown
+        read_url(settings.mail_url, "DUEFLOW_MAIL_URL")
         settings.zone()  # fail early on a bad time zone and bad addresses
         settings.sender()
         settings.escalation_address()
@@ -355,12 +359,8 @@ def mail_url_from_credentials(credentials: Any) -> str:
 
 
 def redact_url(url: str) -> str:
-    """The URL with any password replaced by ***, safe for logs and artifacts."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.hostname or ""
-    if parts.port:
-        host = f"{host}:{parts.port}"
-    netloc = f"{parts.username}:***@{host}" if parts.username else f"***@{host}"
-    return urlunsplit(parts._replace(netloc=netloc))
+    """A database URL for display: its password masked as SQLAlchemy reads it (the parser
+    that connects; blocks/urls.py, `mask_url`, for any URL setting)."""
+    from dueflow.blocks.urls import mask_url
+
+    return mask_url(url, "DUEFLOW_DATABASE_URL")

@@ -25,6 +25,7 @@ from typing import Literal
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from dueflow.blocks.settings import ConfigError
+from dueflow.blocks.urls import read_url
 from dueflow.tasks.core.addresses import Mailbox
 from dueflow.tasks.core.defaults import (
     SMTP_CONNECT_TIMEOUT,
@@ -70,6 +71,7 @@ def parse_mail_url(url: str) -> MailConfig:
         if not path:
             raise ConfigError("DUEFLOW_MAIL_URL file:// needs a directory, e.g. file://./outbox")
         return MailConfig(scheme="file", directory=Path(unquote(path)))
+    read_url(url, "DUEFLOW_MAIL_URL")  # a password that moved the host: one line, not shown
     parts = urlsplit(url)
     defaults = {"smtp": 25, "smtp+starttls": 587, "smtps": 465}
     if parts.scheme not in defaults or not parts.hostname:
