@@ -139,11 +139,11 @@ def prefect_server() -> Iterator[str]:
     )
     from prefect.testing.utilities import prefect_test_harness
 
-    # 180 s to start: on a machine shared by several suites its migrations alone took over 60.
     # Heartbeats detect crashed runs in production; here their thread only adds up
     # to a second to the end of every flow run.
+    # A fresh server migrates its database first: on a loaded machine that took over 60 s.
     with (
-        prefect_test_harness(server_startup_timeout=180),
+        prefect_test_harness(server_startup_timeout=300),
         temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}),
     ):
         yield str(PREFECT_API_URL.value())
