@@ -133,7 +133,7 @@ def retry_backoff(minutes: int) -> timedelta:
     if isinstance(minutes, bool) or not isinstance(minutes, int) or not (
             0 <= minutes <= RETRY_BACKOFF_MAX_MINUTES):
         raise ConfigError(f"retry_backoff_minutes must be a whole number of minutes from 0 to"
-                          f" {RETRY_BACKOFF_MAX_MINUTES} (31 days), got {minutes!r}")
+                          f" {RETRY_BACKOFF_MAX_MINUTES} (30 days), got {minutes!r}")
     return timedelta(minutes=minutes)
 
 

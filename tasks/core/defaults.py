@@ -8,7 +8,7 @@ RETRY_MAX_ATTEMPTS = 3
 RETRY_BACKOFF_MINUTES = 60
 # The longest back-off a run takes: a failed email retried more than a month later is a
 # typo, not a policy (and the retry time stays far inside what a datetime can hold).
-RETRY_BACKOFF_MAX_MINUTES = 31 * 24 * 60
+RETRY_BACKOFF_MAX_MINUTES = 30 * 24 * 60
 DELIVERY_WORKERS = 4  # parallel SMTP connections; the flow's thread pool is bounded to this
 
 DATABASE_URL = "sqlite:///dueflow.db"
