@@ -10,13 +10,14 @@ from dataclasses import dataclass, field, replace
 from datetime import date, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote, urlsplit, urlunsplit
+from urllib.parse import quote
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from dueflow.tasks.core import defaults
 from dueflow.tasks.core.addresses import Mailbox, parse_mailbox
 
 if TYPE_CHECKING:
+    from dueflow.tasks.adapters.mail import MailConfig
     from dueflow.tasks.core.render import EmailLook
     from dueflow.tasks.core.sources import SourceMapping
 
@@ -60,6 +61,15 @@ def _seconds(env: Mapping[str, str], name: str, default: float) -> float:
     return value
 
 
+def _count(env: Mapping[str, str], name: str, default: int, low: int = 1, high: int = 1000) -> int:
+    raw = (env.get(name) or "").strip()
+    if not raw:
+        return default
+    if not re.fullmatch(r"[0-9]+", raw) or not low <= int(raw) <= high:
+        raise ConfigError(f"{name}={raw[:40]!r} must be a whole number from {low} to {high}")
+    return int(raw)
+
+
 def _llm_from_env(env: Mapping[str, str]) -> LLMConfig | None:
     """OPENAI_API_KEY, OPENAI_BASE_URL, DUEFLOW_LLM_MODEL; None (LLM off) without a key."""
     api_key = (env.get("OPENAI_API_KEY") or "").strip()
@@ -79,6 +89,10 @@ class Settings:
     timezone: str = defaults.TIMEZONE
     run_lock: bool = True  # DUEFLOW_RUN_LOCK=off disables the database run lock (G5)
     db_lock_timeout: float = defaults.DB_LOCK_TIMEOUT  # DUEFLOW_DB_LOCK_TIMEOUT
+    # A dead or hostile mail server (docs/configuration.md, "Mail server limits").
+    smtp_connect_timeout: float = defaults.SMTP_CONNECT_TIMEOUT  # DUEFLOW_SMTP_CONNECT_TIMEOUT
+    smtp_reply_timeout: float = defaults.SMTP_REPLY_TIMEOUT  # DUEFLOW_SMTP_REPLY_TIMEOUT
+    smtp_max_failures: int = defaults.SMTP_MAX_CONNECTION_FAILURES  # DUEFLOW_SMTP_MAX_FAILURES
     llm: LLMConfig | None = field(default=None, repr=False)
     schedule_cron: str = defaults.SCHEDULE_CRON  # DUEFLOW_SCHEDULE_CRON (deployments/serve.py)
     schedule_timezone: str | None = None  # DUEFLOW_SCHEDULE_TIMEZONE; default DUEFLOW_TIMEZONE
@@ -118,6 +132,9 @@ class Settings:
             run_lock=(env.get("DUEFLOW_RUN_LOCK") or "on").strip().lower()
             not in ("off", "0", "false", "no"),
             db_lock_timeout=_seconds(env, "DUEFLOW_DB_LOCK_TIMEOUT", defaults.DB_LOCK_TIMEOUT),
+            smtp_connect_timeout=_seconds(env, "DUEFLOW_SMTP_CONNECT_TIMEOUT", defaults.SMTP_CONNECT_TIMEOUT),
+            smtp_reply_timeout=_seconds(env, "DUEFLOW_SMTP_REPLY_TIMEOUT", defaults.SMTP_REPLY_TIMEOUT),
+            smtp_max_failures=_count(env, "DUEFLOW_SMTP_MAX_FAILURES", defaults.SMTP_MAX_CONNECTION_FAILURES),
             llm=_llm_from_env(env),
             schedule_cron=env.get("DUEFLOW_SCHEDULE_CRON") or defaults.SCHEDULE_CRON,
             schedule_timezone=env.get("DUEFLOW_SCHEDULE_TIMEZONE") or None,
@@ -130,6 +147,10 @@ class Settings:
             sources_file=(env.get("DUEFLOW_SOURCES_FILE") or "").strip() or None,
             sources_block=(env.get("DUEFLOW_SOURCES_BLOCK") or "").strip() or None,
         )
+        from dueflow.blocks.urls import read_url
+
+        read_url(settings.database_url, "DUEFLOW_DATABASE_URL")  # one line, the URL not shown
+        read_url(settings.mail_url, "DUEFLOW_MAIL_URL")
         settings.zone()  # fail early on a bad time zone and bad addresses
         settings.sender()
         settings.escalation_address()
@@ -194,6 +215,14 @@ class Settings:
             settings.sender()
             settings.email_look()
         return settings
+
+    def mail_config(self) -> MailConfig:
+        """DUEFLOW_MAIL_URL parsed (ConfigError when it is not usable), with the SMTP
+        timeouts of these settings."""
+        from dueflow.tasks.adapters.mail import parse_mail_url
+
+        return replace(parse_mail_url(self.mail_url), connect_timeout=self.smtp_connect_timeout,
+                       reply_timeout=self.smtp_reply_timeout)
 
     def zone(self) -> ZoneInfo:
         try:
@@ -330,12 +359,8 @@ def mail_url_from_credentials(credentials: Any) -> str:
 
 
 def redact_url(url: str) -> str:
-    """The URL with any password replaced by ***, safe for logs and artifacts."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.hostname or ""
-    if parts.port:
-        host = f"{host}:{parts.port}"
-    netloc = f"{parts.username}:***@{host}" if parts.username else f"***@{host}"
-    return urlunsplit(parts._replace(netloc=netloc))
+    """A database URL for display: its password masked as SQLAlchemy reads it (the parser
+    that connects; blocks/urls.py, `mask_url`, for any URL setting)."""
+    from dueflow.blocks.urls import mask_url
+
+    return mask_url(url, "DUEFLOW_DATABASE_URL")

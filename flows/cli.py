@@ -535,6 +535,13 @@ def parser() -> argparse.ArgumentParser:
     return top
 
 
+def _without_secrets(text: str) -> str:
+    """An error line with the URL settings' passwords masked, whatever raised it."""
+    from dueflow.blocks.urls import URL_SETTINGS, scrub, url_secrets
+
+    return scrub(text, [s for name in URL_SETTINGS for s in url_secrets(os.environ.get(name, ""), name)])
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     if args.command == "check":  # it reports bad settings itself, one line each
@@ -543,7 +550,7 @@ def main(argv: list[str] | None = None) -> int:
         settings = Settings.from_env()
         return COMMANDS[args.command](args, settings)
     except (UserError, ConfigError) as exc:
-        print(f"dueflow: error: {exc}", file=sys.stderr)
+        print(f"dueflow: error: {_without_secrets(str(exc))}", file=sys.stderr)
         return 2
     except Exception as exc:
         from sqlalchemy.exc import SQLAlchemyError
@@ -551,7 +558,7 @@ def main(argv: list[str] | None = None) -> int:
         if not isinstance(exc, SQLAlchemyError):
             raise
         reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
-        print(f"dueflow: error: database error: {reason}", file=sys.stderr)
+        print(f"dueflow: error: database error: {_without_secrets(reason)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("dueflow: interrupted", file=sys.stderr)

@@ -7,7 +7,7 @@ this module: deploying, serving, a worker and the CLI load it in a fraction of a
 
 from __future__ import annotations
 
-from datetime import date, timedelta
+from datetime import date
 from typing import TYPE_CHECKING, Literal
 
 from prefect import State, flow, get_run_logger
@@ -86,10 +86,9 @@ def nightly_alerts(
     """
     from dueflow.tasks.adapters import db
     from dueflow.tasks.adapters.lock import run_lock
-    from dueflow.tasks.adapters.mail import parse_mail_url
     from dueflow.tasks.core.decide import normalise_leads
     from dueflow.tasks.core.report import RunSummary
-    from dueflow.tasks.deliver import DeliverySettings
+    from dueflow.tasks.deliver import DeliverySettings, retry_backoff
     from dueflow.tasks.jobs import RunContext, RunParameters
 
     settings = Settings.from_env().with_blocks()
@@ -98,6 +97,7 @@ def nightly_alerts(
         raise ConfigError(f"send_cap must be a non-negative number of emails, got {send_cap}")
     if dunning_start not in ("sent", "due"):
         raise ConfigError(f"dunning_start must be 'sent' or 'due', got {dunning_start!r}")
+    backoff = retry_backoff(retry_backoff_minutes)
     params = RunParameters(tuple(normalise_leads(renewal_leads)), tuple(dunning_delays), dunning_start,
                            renewal_locale, retry_max_attempts, send_cap, adopt, dry_run)
     logger = get_run_logger()
@@ -109,8 +109,8 @@ def nightly_alerts(
     database = db.open_database(settings)
     if not dry_run:
         db.preflight(database)
-    delivery = DeliverySettings(parse_mail_url(settings.mail_url), settings.sender(), database, as_of,
-                                timedelta(minutes=retry_backoff_minutes))
+    delivery = DeliverySettings(settings.mail_config(), settings.sender(), database, as_of, backoff,
+                                settings.smtp_max_failures)
     ctx = RunContext(settings, database, delivery, as_of, flow_run.get_id(), params)
     label_run(dry_run, adopt)
     if dry_run or not settings.run_lock:
@@ -193,9 +193,10 @@ def report(ctx: RunContext, rows: pd.DataFrame, drafts: list[Draft], facts: pd.D
     here is worth a warning, not a failure."""
     from dueflow.tasks.adapters import db
     from dueflow.tasks.core.report import drafts_frame, summarize
+    from dueflow.tasks.deliver import stopped_because
     from dueflow.tasks.steps import publish_report
 
-    warnings: list[str] = []
+    warnings: list[str] = stopped_because(ctx.delivery)  # the mail server stopped the night
     ledger_counts: dict[str, int] = {}
     unsettled = None
     if not ctx.params.dry_run:

@@ -62,7 +62,9 @@ def _reason(exc: BaseException) -> str:
 # -- settings ---------------------------------------------------------------------------------
 
 # Each variable alone, through the same parsing as a run: one line per bad variable.
-VARIABLES = ("DUEFLOW_TIMEZONE", "DUEFLOW_MAIL_FROM", "DUEFLOW_ESCALATION_TO", "DUEFLOW_DB_LOCK_TIMEOUT",
+VARIABLES = ("DUEFLOW_DATABASE_URL", "DUEFLOW_MAIL_URL", "DUEFLOW_TIMEZONE", "DUEFLOW_MAIL_FROM",
+             "DUEFLOW_ESCALATION_TO", "DUEFLOW_DB_LOCK_TIMEOUT",
+             "DUEFLOW_SMTP_CONNECT_TIMEOUT", "DUEFLOW_SMTP_REPLY_TIMEOUT", "DUEFLOW_SMTP_MAX_FAILURES",
              "DUEFLOW_SOURCE_SCHEMA", "DUEFLOW_LEDGER_SCHEMA", "DUEFLOW_SOURCES_FILE")
 
 
@@ -296,10 +298,10 @@ def _writable_folder(directory: Path) -> Check:
 
 
 def check_mail(settings: Settings) -> Check:
-    from dueflow.tasks.adapters.mail import SmtpTransport, parse_mail_url
+    from dueflow.tasks.adapters.mail import SmtpTransport
 
     try:
-        config = parse_mail_url(settings.mail_url)
+        config = settings.mail_config()
     except ConfigError as exc:
         return Check("mail", False, str(exc), "correct DUEFLOW_MAIL_URL")
     if config.scheme == "file":
@@ -309,7 +311,9 @@ def check_mail(settings: Settings) -> Check:
     steps = ["TLS"] if config.scheme == "smtps" else []
     steps += ["EHLO"] + (["STARTTLS"] if config.scheme == "smtp+starttls" else [])
     steps += [f"login as {config.username}"] if config.username else []
-    transport = SmtpTransport(replace(config, timeout=min(config.timeout, TIMEOUT)), settings.sender())
+    waited = min(config.connect_timeout, TIMEOUT)
+    transport = SmtpTransport(replace(config, connect_timeout=waited,
+                                      reply_timeout=min(config.reply_timeout, TIMEOUT)), settings.sender())
     fix_url = "check the host and port in DUEFLOW_MAIL_URL and that the server runs"
     try:
         reply = transport.handshake()
@@ -329,7 +333,7 @@ def check_mail(settings: Settings) -> Check:
                      "smtps:// is TLS from the first byte (port 465); smtp+starttls:// upgrades a"
                      " plain connection (port 587): use the one the server speaks")
     except TimeoutError:
-        return Check(item, False, f"no answer within {TIMEOUT:g} s", fix_url)
+        return Check(item, False, f"no answer within {waited:g} s", fix_url)
     except (smtplib.SMTPException, OSError) as exc:
         return Check(item, False, f"cannot connect: {_reason(exc)}", fix_url)
     if not reply.startswith("250"):
@@ -447,27 +451,23 @@ def check_templates(settings: Settings) -> Check:
 # -- all --------------------------------------------------------------------------------------
 
 def _secrets(settings: Settings | None, env: dict[str, str]) -> list[str]:
-    from urllib.parse import unquote, urlsplit
+    from dueflow.blocks.urls import url_secrets
 
     values = [env.get("OPENAI_API_KEY", ""), env.get("PREFECT_API_KEY", "")]
-    urls = [env.get("DUEFLOW_DATABASE_URL", ""), env.get("DUEFLOW_MAIL_URL", "")]
+    urls = [("DUEFLOW_DATABASE_URL", env.get("DUEFLOW_DATABASE_URL", "")),
+            ("DUEFLOW_MAIL_URL", env.get("DUEFLOW_MAIL_URL", ""))]
     if settings is not None:
-        urls += [settings.database_url, settings.mail_url]
+        urls += [("DUEFLOW_DATABASE_URL", settings.database_url), ("DUEFLOW_MAIL_URL", settings.mail_url)]
         values.append(settings.llm.api_key if settings.llm else "")
-    for url in urls:
-        try:
-            password = urlsplit(url).password
-        except ValueError:
-            password = None
-        if password:
-            values += [password, unquote(password)]
+    for setting, url in urls:
+        values += url_secrets(url, setting)  # as the parser that connects reads them
     return [v for v in values if v and len(v) >= 3]
 
 
 def scrub(text: str, secrets: list[str]) -> str:
-    for secret in sorted(secrets, key=len, reverse=True):
-        text = text.replace(secret, "***")
-    return text
+    from dueflow.blocks.urls import scrub as masked
+
+    return masked(text, secrets)
 
 
 def run_checks(env: dict[str, str] | None = None,

@@ -26,20 +26,22 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from typing import TypeVar
 
 from prefect import task, unmapped
 from prefect.cache_policies import NO_CACHE
 
+from dueflow.blocks.settings import ConfigError
 from dueflow.tasks import progress
 from dueflow.tasks.adapters import db
 from dueflow.tasks.adapters.db import Database
-from dueflow.tasks.adapters.mail import MailConfig, Transport, open_transport
+from dueflow.tasks.adapters.mail import BreakerOpen, MailConfig, ServerBreaker, Transport, open_transport
 from dueflow.tasks.core.addresses import Mailbox
+from dueflow.tasks.core.defaults import RETRY_BACKOFF_MAX_MINUTES, SMTP_MAX_CONNECTION_FAILURES
 from dueflow.tasks.core.message import OutgoingEmail
-from dueflow.tasks.core.statuses import RowStatus, SendStatus
+from dueflow.tasks.core.statuses import MailFault, RowStatus, SendStatus
 
 MAX_BATCH = 200
 GROUP_MAX = 20  # emails claimed, and outcomes recorded, per ledger transaction
@@ -79,6 +81,60 @@ class DeliverySettings:
     database: Database
     as_of: date
     retry_backoff: timedelta = timedelta(hours=1)
+    max_failures: int = SMTP_MAX_CONNECTION_FAILURES  # connection faults in a row that stop the night
+    # The night these deliveries belong to: they share one ServerBreaker (per process).
+    night: str = field(default_factory=lambda: uuid.uuid4().hex)
+
+
+_BREAKERS: dict[str, ServerBreaker] = {}
+_BREAKERS_LOCK = threading.Lock()
+
+
+def breaker_of(settings: DeliverySettings) -> ServerBreaker:
+    """The night's circuit breaker on its mail server (issue 25, finding 5)."""
+    with _BREAKERS_LOCK:
+        return _BREAKERS.setdefault(settings.night, ServerBreaker(settings.max_failures))
+
+
+def stopped_because(settings: DeliverySettings) -> list[str]:
+    """The summary's warning when the night's breaker stopped delivery: what the server
+    did, what was left for the next run, and the fix."""
+    breaker = breaker_of(settings)
+    where = settings.mail.describe()
+    if breaker.fault is MailFault.LOGIN:
+        return [f"the mail server {where} refused the login ({breaker.reason.removeprefix('not sent: ')}):"
+                " no further login was tried tonight (a lockout risk) and delivery stopped; what was"
+                " not handed over stays unclaimed and the next run sends it. Fix: correct the user and"
+                " password of DUEFLOW_MAIL_URL (percent-encoded) or of the mail block, then run"
+                " `dueflow check`"]
+    if breaker.fault is MailFault.CONNECTION:
+        return [f"the mail server {where} failed {breaker.limit} times in a row ({breaker.reason}):"
+                " delivery stopped for tonight; what was not handed over stays unclaimed and the next"
+                " run sends it. Fix: check that the server runs and the host and port of"
+                " DUEFLOW_MAIL_URL (`dueflow check`); DUEFLOW_SMTP_CONNECT_TIMEOUT,"
+                " DUEFLOW_SMTP_REPLY_TIMEOUT and DUEFLOW_SMTP_MAX_FAILURES set how soon it stops"]
+    return []
+
+
+# The latest retry time recorded: far in the future, and far from datetime's own limit.
+LATEST_RETRY = datetime(9000, 1, 1, tzinfo=UTC)
+
+
+def retry_time(now: datetime, backoff: timedelta) -> datetime:
+    """`now + backoff`, between now and LATEST_RETRY: arithmetic that cannot overflow."""
+    if backoff <= timedelta(0):
+        return now
+    return LATEST_RETRY if backoff >= LATEST_RETRY - now else now + backoff
+
+
+def retry_backoff(minutes: int) -> timedelta:
+    """The flow's `retry_backoff_minutes` as a timedelta, refused (ConfigError, before any
+    write) outside 0..RETRY_BACKOFF_MAX_MINUTES."""
+    if isinstance(minutes, bool) or not isinstance(minutes, int) or not (
+            0 <= minutes <= RETRY_BACKOFF_MAX_MINUTES):
+        raise ConfigError(f"retry_backoff_minutes must be a whole number of minutes from 0 to"
+                          f" {RETRY_BACKOFF_MAX_MINUTES} (30 days), got {minutes!r}")
+    return timedelta(minutes=minutes)
 
 
 class LedgerLost(Exception):
@@ -122,6 +178,16 @@ class _Batch:
         self.recipients = {item.key: item.recipient for item in items}
         self.results: dict[str, Delivery] = {}
         self.unrecorded: list[dict] = []  # outcomes sent but not yet in the ledger
+        self.breaker = breaker_of(settings)
+
+    def stopped(self) -> bool:
+        """No new email is handed over: an interrupt, or the night's breaker is open."""
+        return STOP.is_set() or self.breaker.open
+
+    def why_stopped(self) -> str:
+        if self.breaker.open and not STOP.is_set():
+            return f"not sent: delivery stopped tonight, the mail server failed ({self.breaker.reason})"
+        return "not sent: interrupted before it was handed to SMTP"
 
     def note(self, key: str, status: RowStatus, detail: str | None) -> None:
         self.results[key] = Delivery(key, self.recipients[key], status, detail)
@@ -141,18 +207,21 @@ class _Batch:
         self.unrecorded = []
 
     def send(self, transport: Transport, email: OutgoingEmail) -> None:
+        # Everything the outcome needs is computed before the hand-over: once SMTP has
+        # answered, only building its ledger row is left, which cannot fail (issue 25).
+        retry_after = retry_time(datetime.now(UTC), self.settings.retry_backoff)
         result = transport.send(email)
-        progress.advance()  # the terminal's progress line, when the CLI shows one
-        retry_after = datetime.now(UTC) + self.settings.retry_backoff
         self.unrecorded.append(db.outcome_row(email.key, result, retry_after))
         self.note(email.key, _ROW_STATUS[result.status], result.error or result.smtp_response)
+        with contextlib.suppress(Exception):  # a broken terminal must not stop a delivery
+            progress.advance()  # the terminal's progress line, when the CLI shows one
 
     def run(self) -> list[Delivery]:
         keys = list(self.recipients)
         position, pace = 0, None
-        interrupted = "not sent: interrupted before it was handed to SMTP; a later run sends it"
-        with open_transport(self.settings.mail, self.settings.sender) as transport:
-            while position < len(keys) and not STOP.is_set():
+        interrupted = None
+        with open_transport(self.settings.mail, self.settings.sender, self.breaker) as transport:
+            while position < len(keys) and not self.stopped():
                 group = keys[position:position + _group_size(pace)]
                 try:
                     claimed = self.settle(claim=group)
@@ -165,27 +234,31 @@ class _Batch:
                 position += len(group)
                 started = time.monotonic()
                 for index, email in enumerate(claimed):
-                    if not STOP.is_set():
-                        self.send_or_settle(transport, email, claimed[index + 1:])
-                    else:
-                        rest = [e.key for e in claimed[index:]]
+                    if not self.stopped():
                         try:
-                            self.settle(release=rest)
-                        except LedgerLost as lost:
-                            self.in_doubt(lost)
-                            interrupted = f"not sent: interrupted; the ledger could not release it ({lost})"
-                        for key in rest:
-                            self.note(key, RowStatus.NOT_SENT, interrupted)
-                        break
+                            self.send_or_settle(transport, email, claimed[index + 1:])
+                            continue
+                        except BreakerOpen:  # opened by another delivery: this one never left
+                            pass
+                    rest = [e.key for e in claimed[index:]]
+                    interrupted = f"{self.why_stopped()}; a later run sends it"
+                    try:
+                        self.settle(release=rest)
+                    except LedgerLost as lost:
+                        self.in_doubt(lost)
+                        interrupted = f"{self.why_stopped()}; the ledger could not release it ({lost})"
+                    for key in rest:
+                        self.note(key, RowStatus.NOT_SENT, interrupted)
+                    break
                 if claimed:
                     pace = (time.monotonic() - started) / len(claimed)
             try:
                 self.settle()
             except LedgerLost as lost:
                 self.in_doubt(lost)
+        unreached = interrupted or f"{self.why_stopped()}; a later run sends it"
         for key in keys[position:]:
-            self.results.setdefault(key, Delivery(key, self.recipients[key], RowStatus.NOT_SENT,
-                                                  interrupted))
+            self.results.setdefault(key, Delivery(key, self.recipients[key], RowStatus.NOT_SENT, unreached))
         return self.report(keys)
 
     def send_or_settle(self, transport: Transport, email: OutgoingEmail,
@@ -193,6 +266,8 @@ class _Batch:
         """Send one email; on an unexpected error, record what is known and re-raise."""
         try:
             self.send(transport, email)
+        except BreakerOpen:
+            raise  # nothing of it left: the caller releases it with the rest
         except Exception:
             # This email is in doubt (it stays claimed, pending); the rest were not sent.
             with contextlib.suppress(LedgerLost):
@@ -241,7 +316,7 @@ def deliver(items: Sequence[Recipient], settings: DeliverySettings, workers: int
     deliveries = _map(items, settings, workers)
     retry = [Recipient(d.key, d.recipient) for d in deliveries
              if d.status == RowStatus.NOT_SENT and "ledger" in (d.detail or "")]
-    if retry and not STOP.is_set():
+    if retry and not STOP.is_set() and not breaker_of(settings).open:
         again = {d.key: d for d in _map(retry, settings, workers)}
         deliveries = [again.get(d.key, d) for d in deliveries]
     return deliveries

@@ -48,6 +48,8 @@ class SmtpSink:
     login: tuple[str, str] | None = None  # require AUTH with this user and password
     certfile: str | None = None  # with tls: the server's certificate and key (PEM)
     ehlos: int = 0  # EHLO greetings seen: one per plain connection
+    logins: int = 0  # AUTH attempts seen, right or wrong
+    plain_auth: bool = False  # offer AUTH without TLS (a test of login refusals)
 
     def start(self) -> None:
         kwargs: dict = {}
@@ -59,13 +61,16 @@ class SmtpSink:
             # With implicit TLS aiosmtpd cannot tell the socket is encrypted: allow AUTH.
             # PLAIN only: aiosmtpd's LOGIN after a failed PLAIN leaves smtplib waiting.
             kwargs |= {"auth_required": True, "authenticator": self._authenticate,
-                       "auth_require_tls": self.tls != "ssl", "auth_exclude_mechanism": ["LOGIN"]}
+                       "auth_require_tls": self.tls != "ssl" and not self.plain_auth,
+                       "auth_exclude_mechanism": ["LOGIN"]}
         self._controller = Controller(_Handler(self), hostname="127.0.0.1", port=self.port,
                                       **kwargs)
         self._controller.start()
 
     def _authenticate(self, server, session, envelope, mechanism, auth_data) -> AuthResult:
         login = (auth_data.login.decode(), auth_data.password.decode())
+        with self.lock:
+            self.logins += 1
         return AuthResult(success=login == self.login, handled=False)  # False: answer 535
 
     def stop(self) -> None:

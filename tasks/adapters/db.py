@@ -45,6 +45,9 @@ def engine_for(url: str, lock_timeout: float = DB_LOCK_TIMEOUT, ledger_schema: s
 
 @cache
 def _engine(url: str, lock_timeout: float, ledger_schema: str | None = None) -> Engine:
+    from dueflow.blocks.urls import read_url
+
+    read_url(url, "DUEFLOW_DATABASE_URL")  # a password that moved the host: one line, not shown
     try:
         parsed = make_url(url)
         if parsed.drivername == "postgresql":
@@ -62,7 +65,10 @@ def _engine(url: str, lock_timeout: float, ledger_schema: str | None = None) -> 
             if ledger_schema:
                 _put_ledger_first(engine, ledger_schema)
     except (ArgumentError, NoSuchModuleError, ValueError, ImportError) as exc:
-        raise ConfigError(f"DUEFLOW_DATABASE_URL is not a usable database URL: {exc}") from None
+        from dueflow.blocks.urls import scrub, url_secrets
+
+        reason = scrub(str(exc), url_secrets(url, "DUEFLOW_DATABASE_URL"))
+        raise ConfigError(f"DUEFLOW_DATABASE_URL is not a usable database URL: {reason}") from None
     if ledger_schema and engine.dialect.name != "postgresql":
         raise ConfigError("DUEFLOW_LEDGER_SCHEMA is for PostgreSQL: SQLite has no schemas (leave it unset)")
     return engine

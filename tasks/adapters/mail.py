@@ -16,6 +16,8 @@ import os
 import re
 import smtplib
 import ssl
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -23,9 +25,15 @@ from typing import Literal
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from dueflow.blocks.settings import ConfigError
+from dueflow.blocks.urls import read_url
 from dueflow.tasks.core.addresses import Mailbox
+from dueflow.tasks.core.defaults import (
+    SMTP_CONNECT_TIMEOUT,
+    SMTP_MAX_CONNECTION_FAILURES,
+    SMTP_REPLY_TIMEOUT,
+)
 from dueflow.tasks.core.message import OutgoingEmail, message_bytes
-from dueflow.tasks.core.statuses import SendResult, SendStatus
+from dueflow.tasks.core.statuses import MailFault, SendResult, SendStatus
 
 
 @dataclass(frozen=True)
@@ -36,7 +44,9 @@ class MailConfig:
     username: str | None = None
     password: str | None = field(default=None, repr=False)
     directory: Path | None = None
-    timeout: float = 30.0
+    # Up to the login (TCP, greeting, EHLO, TLS, AUTH), then for each later reply.
+    connect_timeout: float = SMTP_CONNECT_TIMEOUT
+    reply_timeout: float = SMTP_REPLY_TIMEOUT
     cafile: str | None = None  # ?cafile=/path/ca.pem: trust a private CA for TLS
     verify: bool = True  # ?verify=false: TLS without checking the server's certificate
 
@@ -61,6 +71,7 @@ def parse_mail_url(url: str) -> MailConfig:
         if not path:
             raise ConfigError("DUEFLOW_MAIL_URL file:// needs a directory, e.g. file://./outbox")
         return MailConfig(scheme="file", directory=Path(unquote(path)))
+    read_url(url, "DUEFLOW_MAIL_URL")  # a password that moved the host: one line, not shown
     parts = urlsplit(url)
     defaults = {"smtp": 25, "smtp+starttls": 587, "smtps": 465}
     if parts.scheme not in defaults or not parts.hostname:
@@ -113,10 +124,72 @@ class _BrokeBeforeContent(Exception):
     """The SMTP conversation broke before any of the message left: surely not sent."""
 
 
-def open_transport(config: MailConfig, sender: Mailbox) -> Transport:
+class BreakerOpen(Exception):
+    """The night's delivery was stopped by its ServerBreaker: this email was not handed over."""
+
+
+class ServerBreaker:
+    """A night's circuit breaker on its mail server, shared by every delivery of the night
+    (issue 25): it opens after `limit` connection faults in a row, or after one refused
+    login — and only one login is tried at a time until one has succeeded, so a wrong
+    password costs one attempt a night, not one per email and connection."""
+
+    def __init__(self, limit: int = SMTP_MAX_CONNECTION_FAILURES) -> None:
+        self.limit = limit
+        self.in_a_row = 0
+        self.fault: MailFault | None = None  # why it opened
+        self.reason = ""  # what the server did, for the summary
+        self.logged_in = False
+        self._lock = threading.Lock()
+        self._first_login = threading.Lock()
+
+    @property
+    def open(self) -> bool:
+        return self.fault is not None
+
+    def record(self, result: SendResult) -> None:
+        with self._lock:
+            if result.fault is MailFault.LOGIN:
+                self._trip(MailFault.LOGIN, result.error or "")
+            elif result.fault is MailFault.CONNECTION:
+                self.in_a_row += 1
+                if self.in_a_row >= self.limit:
+                    self._trip(MailFault.CONNECTION, result.error or "")
+            else:  # the server answered: it is up
+                self.in_a_row = 0
+
+    def _trip(self, fault: MailFault, reason: str) -> None:
+        if self.fault is None:
+            self.fault, self.reason = fault, reason
+
+    def login(self, attempt: Callable[[], object]) -> None:
+        """Run `attempt` (one login); until one succeeded tonight, one at a time."""
+        if self.logged_in:
+            attempt()
+            return
+        with self._first_login:
+            if self.open:
+                raise BreakerOpen(self.reason)
+            if not self.logged_in:
+                try:
+                    attempt()
+                except smtplib.SMTPAuthenticationError as exc:
+                    with self._lock:  # set before the next waiting delivery looks
+                        self._trip(MailFault.LOGIN, f"not sent: login refused: {_auth_text(exc)}")
+                    raise
+                self.logged_in = True
+                return
+        attempt()
+
+
+def _auth_text(exc: smtplib.SMTPAuthenticationError) -> str:
+    return _smtp_text(exc.smtp_code, exc.smtp_error)
+
+
+def open_transport(config: MailConfig, sender: Mailbox, breaker: ServerBreaker | None = None) -> Transport:
     if config.scheme == "file":
         return FileOutbox(config, sender)
-    return SmtpTransport(config, sender)
+    return SmtpTransport(config, sender, breaker)
 
 
 def outbox_name(key: str) -> str:
@@ -153,29 +226,52 @@ def _smtp_text(code: int, reply: bytes | str) -> str:
     return f"{code} {' '.join(text.split())}"
 
 
+def _login_once(conn: smtplib.SMTP, user: str, password: str) -> None:
+    """AUTH with one mechanism, once. smtplib's `login` tries each mechanism the server
+    offers in turn: two or three refused logins per connection, a lockout risk."""
+    if not conn.has_extn("auth"):
+        raise smtplib.SMTPNotSupportedError("SMTP AUTH extension not supported by server.")
+    offered = conn.esmtp_features["auth"].upper().split()
+    mechanism = next((m for m in ("CRAM-MD5", "PLAIN", "LOGIN") if m in offered), None)
+    if mechanism is None:
+        raise smtplib.SMTPException("No suitable authentication method found.")
+    conn.user, conn.password = user, password
+    code, reply = conn.auth(mechanism, getattr(conn, "auth_" + mechanism.lower().replace("-", "_")))
+    if code not in (235, 503):  # 503: already authenticated
+        raise smtplib.SMTPAuthenticationError(code, reply)
+
+
 class SmtpTransport(Transport):
     """One SMTP connection, reused across messages and reopened when it breaks."""
 
-    def __init__(self, config: MailConfig, sender: Mailbox) -> None:
+    def __init__(self, config: MailConfig, sender: Mailbox, breaker: ServerBreaker | None = None) -> None:
         self.config = config
         self.sender = sender
+        self.breaker = breaker or ServerBreaker()
         self._conn: smtplib.SMTP | None = None
 
     def _connect(self) -> smtplib.SMTP:
+        """A connection ready for MAIL FROM: every step up to the login within the connect
+        timeout, each later reply within the reply timeout."""
         cfg = self.config
+        # Connecting (TCP, TLS, the greeting) is part of making the object.
         if cfg.scheme == "smtps":
-            conn: smtplib.SMTP = smtplib.SMTP_SSL(
-                cfg.host, cfg.port, timeout=cfg.timeout,
-                context=cfg.tls_context(),
-            )
+            conn: smtplib.SMTP = smtplib.SMTP_SSL(cfg.host, cfg.port, timeout=cfg.connect_timeout,
+                                                  context=cfg.tls_context())
         else:
-            conn = smtplib.SMTP(cfg.host, cfg.port, timeout=cfg.timeout)
-        conn.ehlo()
-        if cfg.scheme == "smtp+starttls":
-            conn.starttls(context=cfg.tls_context())
+            conn = smtplib.SMTP(cfg.host, cfg.port, timeout=cfg.connect_timeout)
+        try:
             conn.ehlo()
-        if cfg.username:
-            conn.login(cfg.username, cfg.password or "")
+            if cfg.scheme == "smtp+starttls":
+                conn.starttls(context=cfg.tls_context())
+                conn.ehlo()
+            if cfg.username:
+                self.breaker.login(lambda: _login_once(conn, cfg.username or "", cfg.password or ""))
+            if conn.sock is not None:
+                conn.sock.settimeout(cfg.reply_timeout)
+        except BaseException:
+            conn.close()
+            raise
         return conn
 
     def handshake(self) -> str:
@@ -200,17 +296,26 @@ class SmtpTransport(Transport):
                 self._conn = None
 
     def send(self, email: OutgoingEmail) -> SendResult:
+        """Hand one email over. Raises BreakerOpen, before anything of it left, once the
+        night's breaker is open; every outcome is recorded in the breaker."""
+        if self.breaker.open:
+            raise BreakerOpen(self.breaker.reason)
+        result = self._send(email)
+        self.breaker.record(result)
+        return result
+
+    def _send(self, email: OutgoingEmail) -> SendResult:
         reused = self._conn is not None
         try:
             return self._converse(email)
         except _BrokeBeforeContent as first:
-            if not reused:
-                return SendResult(SendStatus.FAILED, error=str(first))
+            if not reused or self.breaker.open:
+                return SendResult(SendStatus.FAILED, error=str(first), fault=MailFault.CONNECTION)
         # A reused connection may have gone stale while idle: one try on a fresh one.
         try:
             return self._converse(email)
         except _BrokeBeforeContent as second:
-            return SendResult(SendStatus.FAILED, error=str(second))
+            return SendResult(SendStatus.FAILED, error=str(second), fault=MailFault.CONNECTION)
 
     def _converse(self, email: OutgoingEmail) -> SendResult:
         phase = "build"
@@ -237,15 +342,23 @@ class SmtpTransport(Transport):
             phase = "content"  # from here on the server may have the message
             conn.send(payload + b".\r\n")
             code, reply = conn.getreply()
+        except BreakerOpen:
+            raise
+        except smtplib.SMTPAuthenticationError as exc:
+            self._drop()
+            return SendResult(SendStatus.FAILED, smtp_response=_auth_text(exc),
+                              error=f"not sent: login refused: {_auth_text(exc)}", fault=MailFault.LOGIN)
         except Exception as exc:
             detail = f"{type(exc).__name__}: {exc}"
+            broke = isinstance(exc, smtplib.SMTPException | OSError)  # the connection, not the email
             if phase == "build":
                 return SendResult(SendStatus.FAILED, error=f"not sent: cannot build the message: {exc}",
                                   permanent=True)
             self._drop()
             if phase == "content":
-                return SendResult(SendStatus.PENDING, error=f"outcome unknown after DATA: {detail}")
-            if not isinstance(exc, smtplib.SMTPException | OSError):
+                return SendResult(SendStatus.PENDING, error=f"outcome unknown after DATA: {detail}",
+                                  fault=MailFault.CONNECTION if broke else None)
+            if not broke:
                 # Not the connection: nothing left, and trying again would fail the same way.
                 return SendResult(SendStatus.FAILED, error=f"not sent: error at {phase}: {detail}")
             raise _BrokeBeforeContent(f"not sent: connection broke at {phase}: {detail}") from None

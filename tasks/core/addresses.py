@@ -9,27 +9,92 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # a Series comes in already made: settings load no pandas
     from dueflow.tasks.core.frames import pd
 
-# Deliberately strict: one @, ASCII, no spaces, quotes, angle brackets or line breaks, a
-# dotted domain. What a relay accepts without SMTPUTF8, and what no header can be built around.
-_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?"
-_LOCAL = r"[A-Za-z0-9.!#$%&'*+/=?^_`{|}~-]+"
+# Deliberately strict: an RFC 5322 dot-atom addr-spec in ASCII — one @, no spaces, quotes,
+# angle brackets or line breaks, no leading, trailing or doubled dot, a local part of at
+# most 64 characters (RFC 5321), no encoded word, a dotted domain of LDH labels whose
+# IDNA labels (xn--) decode. What a relay accepts without SMTPUTF8, what Python's header
+# parser reads without a defect, and what a mail client shows as it is (issue 25).
+_ATEXT = r"-A-Za-z0-9!#$%&'*+/=?^_`{|}~"  # '-' first: a literal in a character class
+_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+_LOCAL = rf"[{_ATEXT}]+(?:\.[{_ATEXT}]+)*"
 ADDRESS = rf"{_LOCAL}@{_LABEL}(?:\.{_LABEL})+"
 MAX_ADDRESS = 254
-_ADDRESS = re.compile(ADDRESS)
-_HOST_ADDRESS = re.compile(rf"{_LOCAL}@{_LABEL}(?:\.{_LABEL})*")  # dueflow@localhost, for a sender
+MAX_LOCAL = 64
+
+# Each rule: a pattern that finds the problem (re.search), and what an operator is told.
+# The first that matches is the reason; applied the same way to one value and to a column.
+# \Z, not $: `$` also matches before a final line break.
+_FORM = (rf"^(?![{_ATEXT}.]+@[A-Za-z0-9.-]+\Z)",
+         "is not a plain ASCII address name@domain (one @; no spaces, quotes, brackets or accents)")
+_RULES = (
+    _FORM,
+    (rf"^.{{{MAX_ADDRESS + 1},}}", f"is longer than {MAX_ADDRESS} characters"),
+    (rf"^[^@]{{{MAX_LOCAL + 1},}}@", f"has a part before the @ longer than {MAX_LOCAL} characters"),
+    (r"^\.|\.@", "starts or ends its part before the @ with a dot"),
+    (r"^[^@]*\.\.", "has two dots in a row before the @"),
+    (r"^[^@]*=\?[^@]*\?=", "looks like an encoded word (=?charset?…?=), which mail clients show decoded"),
+    (r"\.[0-9]+\Z", "ends in a number, not a domain name"),
+)
+_DOMAIN = {True: (rf"@(?!(?:{_LABEL}\.)+{_LABEL}\Z)",
+                  "has no dotted domain of letters, digits and hyphens (labels of 1 to 63 characters)"),
+           False: (rf"@(?!(?:{_LABEL}\.)*{_LABEL}\Z)",
+                   "has no domain of letters, digits and hyphens (labels of 1 to 63 characters)")}
+_IDNA = "has a domain label starting with xn-- that is not valid IDNA"
+_COMPILED = {dotted: [(re.compile(pattern), reason) for pattern, reason in (*_RULES, _DOMAIN[dotted])]
+             for dotted in (True, False)}
+
+
+def _idna_ok(domain: str) -> bool:
+    """Every xn-- label of the domain decodes as punycode and encodes back to itself."""
+    for label in domain.lower().split("."):
+        if label.startswith("xn--"):
+            try:
+                if label[4:].encode("ascii").decode("punycode").encode("idna").decode() != label:
+                    return False
+            except (UnicodeError, ValueError):
+                return False
+    return True
+
+
+def address_problem(value: object, dotted: bool = True) -> str | None:
+    """Why `value` is not an address dueflow sends to (None when it is one); `dotted=False`
+    also takes a bare host name (dueflow@localhost)."""
+    if not isinstance(value, str):
+        return _FORM[1]
+    for pattern, reason in _COMPILED[dotted]:
+        if pattern.search(value):
+            return reason
+    return None if _idna_ok(value.rpartition("@")[2]) else _IDNA
+
+
+def address_problems(values: pd.Series) -> pd.Series:
+    """`address_problem` of each value, vectorised: NA where the value is an address. The
+    regular expressions run over the column (pandas .str); the IDNA rule only over the
+    few distinct domains that hold an xn-- label."""
+    from dueflow.tasks.core.frames import pd as pandas
+
+    text = values.astype("string")
+    problems = pandas.Series(pandas.NA, index=values.index, dtype="string")
+    problems[text.isna()] = _FORM[1]
+    for pattern, reason in _COMPILED[True]:
+        found = text.str.contains(pattern, regex=True).fillna(False).astype(bool) & problems.isna()
+        problems[found] = reason
+    domains = text.str.replace(r"^.*@", "", regex=True).str.lower()
+    idn = problems.isna() & domains.str.contains("xn--", regex=False).fillna(False).astype(bool)
+    if idn.any():
+        bad = {d for d in domains[idn].unique() if not _idna_ok(d)}
+        problems[idn & domains.isin(bad)] = _IDNA
+    return problems
 
 
 def valid_email(values: pd.Series) -> pd.Series:
     """True where the value is a single plain email address."""
-    text = values.astype("string")
-    return (text.str.fullmatch(ADDRESS).fillna(False).astype(bool)
-            & (text.str.len() <= MAX_ADDRESS).fillna(False).astype(bool))
+    return address_problems(values).isna()
 
 
 def is_address(value: object, dotted: bool = True) -> bool:
     """A plain address; `dotted=False` also takes a bare host name (dueflow@localhost)."""
-    pattern = _ADDRESS if dotted else _HOST_ADDRESS
-    return isinstance(value, str) and len(value) <= MAX_ADDRESS and bool(pattern.fullmatch(value))
+    return address_problem(value, dotted) is None
 
 
 @dataclass(frozen=True)
@@ -55,9 +120,9 @@ def parse_mailbox(value: str, setting: str, dotted: bool = True) -> Mailbox:
         name, address = name.strip(), address.strip()
         if len(name) >= 2 and name[0] == name[-1] == '"':
             name = re.sub(r'\\(.)', r"\1", name[1:-1]).strip()
-    problem = None
-    if not is_address(address, dotted):
-        problem = "is not an email address"
+    problem = address_problem(address, dotted)
+    if problem:
+        problem = f"is not an email address: it {problem}"
     elif re.search(r"[\x00-\x1f\x7f-\x9f\u2028\u2029<>]", name):
         problem = "has control characters or angle brackets in its name"
     elif len(name) > 200:

@@ -14,7 +14,7 @@ from typing import Literal
 
 import numpy as np
 
-from dueflow.tasks.core.addresses import valid_email
+from dueflow.tasks.core.addresses import address_problems, valid_email
 from dueflow.tasks.core.frames import pd
 from dueflow.tasks.core.keys import (
     CLIENT_STEPS,
@@ -112,6 +112,7 @@ def _contract_reasons(rows: pd.DataFrame, renewal: pd.Series, relevant: pd.Serie
     """Why each relevant contract cannot be alerted (NA where it can)."""
     status = _text(rows, "status")
     email = _text(rows, "notify_email")
+    email_problem = address_problems(email)
     ids = _text(rows, "id")
     copies = _duplicates(ids)
     amounts = pd.Series(pd.NA, index=rows.index, dtype="string")
@@ -128,7 +129,8 @@ def _contract_reasons(rows: pd.DataFrame, renewal: pd.Series, relevant: pd.Serie
             (status.isna(), "status missing"),
             (status != CONTRACT_ACTIVE, lambda i: "unknown status " + quote(status[i])),
             (email.isna(), "notify_email missing"),
-            (~valid_email(email), lambda i: "notify_email is not a valid address: " + quote(email[i])),
+            (email_problem.notna(), lambda i: "notify_email is not a valid address: " + quote(email[i])
+             + ": it " + email_problem[i]),
             (~known_currency(rows["currency"]), lambda i: "unknown currency " + quote(rows["currency"][i])),
             (amounts.notna(), lambda i: amounts[i]),
             (one_line(rows["vendor"], TEXT_LIMIT) == "", "vendor missing"),
@@ -370,6 +372,7 @@ def _invoices(invoices: pd.DataFrame, clients: pd.DataFrame, timezone: str, star
     start_date = sent_date if start == "sent" else due_date
     client_id = _text(rows, "client_id")
     client_email = client["email"].astype("string")
+    client_email_problem = address_problems(client_email)
     copies = _duplicates(ids)
     amounts = pd.Series(pd.NA, index=rows.index, dtype="string")
     amounts[checked] = amount_problems(rows.loc[checked, "amount"], rows.loc[checked, "currency"],
@@ -391,8 +394,8 @@ def _invoices(invoices: pd.DataFrame, clients: pd.DataFrame, timezone: str, star
             *_utf8_checks(client, ("name", "email", "locale", "notes", "dunning_paused"), "clients"),
             (paused.isna(), lambda i: "client dunning_paused is neither true nor false: "
              + quote(client["dunning_paused"][i])),
-            (~valid_email(client_email), lambda i: "client email is not a valid address: "
-             + quote(client_email[i])),
+            (client_email_problem.notna(), lambda i: "client email is not a valid address: "
+             + quote(client_email[i]) + ": it " + client_email_problem[i]),
             (start_date.isna(), f"{start_column} missing or not a valid "
              + ("timestamp" if start == "sent" else "date")),
             (~known_currency(rows["currency"]), lambda i: "unknown currency " + quote(rows["currency"][i])),

@@ -6,6 +6,9 @@ RENEWAL_LEADS = (60, 30, 15)  # days before the renewal date
 DUNNING_DELAYS = (7, 5, 7)  # days SENT→REMINDED_1, REMINDED_1→REMINDED_2, REMINDED_2→OVERDUE
 RETRY_MAX_ATTEMPTS = 3
 RETRY_BACKOFF_MINUTES = 60
+# The longest back-off a run takes: a failed email retried more than a month later is a
+# typo, not a policy (and the retry time stays far inside what a datetime can hold).
+RETRY_BACKOFF_MAX_MINUTES = 30 * 24 * 60
 DELIVERY_WORKERS = 4  # parallel SMTP connections; the flow's thread pool is bounded to this
 
 DATABASE_URL = "sqlite:///dueflow.db"
@@ -13,5 +16,9 @@ MAIL_URL = "file://./outbox"
 MAIL_FROM = "dueflow@localhost"
 TIMEZONE = "UTC"
 DEFAULT_MODEL = "gpt-4o-mini"
+# A mail server that does not answer is seen quickly, and once a night (issue 25):
+SMTP_CONNECT_TIMEOUT = 10.0  # seconds for the TCP connection, the greeting, EHLO, TLS and login
+SMTP_REPLY_TIMEOUT = 60.0  # seconds for each later reply (MAIL, RCPT, DATA, end of DATA)
+SMTP_MAX_CONNECTION_FAILURES = 3  # in a row: delivery stops for the night
 DB_LOCK_TIMEOUT = 60.0  # seconds to wait for a SQLite file another process writes to
 SCHEDULE_CRON = "0 6 * * *"

@@ -29,12 +29,21 @@ class SendStatus(StrEnum):
     PENDING = "pending"  # the content may have left: outcome unknown, never resent
 
 
+class MailFault(StrEnum):
+    """Why an attempt failed, when the cause is the mail server rather than the email: what
+    the night's circuit breaker counts (tasks/adapters/mail.py, ServerBreaker)."""
+
+    CONNECTION = "connection"  # no connection, no answer in time, or it broke
+    LOGIN = "login"  # the server refused the user and password
+
+
 @dataclass(frozen=True)
 class SendResult:
     status: SendStatus
     smtp_response: str | None = None
     error: str | None = None
     permanent: bool = False  # a 5xx refusal: retrying will not help
+    fault: MailFault | None = None  # the server's fault, not this email's
 
 
 class RowStatus(StrEnum):

@@ -122,7 +122,8 @@ def test_bad_rows_are_quarantined_and_good_rows_still_sent(run_env, smtp_sink):
                            "SELECT source_id, reason, times_seen FROM dueflow_quarantine", {})
     assert dict(zip(stored["source_id"], stored["reason"], strict=True)) == {
         "no-date": "renewal_date missing or not a valid date",
-        "bad-mail": "notify_email is not a valid address: 'finance at example'",
+        "bad-mail": "notify_email is not a valid address: 'finance at example': it is not a plain ASCII"
+                    " address name@domain (one @; no spaces, quotes, brackets or accents)",
         "odd-status": "unknown status 'suspended'",
         "bad-currency": "unknown currency 'EURO'",
     }

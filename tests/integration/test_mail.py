@@ -34,7 +34,8 @@ def test_tls_with_login(certificate, tls, scheme):
         wrong = url.replace("p%40ss%3Aword", "nope")
         with open_transport(parse_mail_url(wrong), SENDER) as transport:
             refused = transport.send(EMAIL)
-        assert refused.status == "failed" and "connect" in (refused.error or "")
+        assert refused.status == "failed" and refused.fault == "login"
+        assert "login refused: 535" in (refused.error or "") and sink.logins == 2  # one per login
         untrusted = url.split("?")[0]  # without our CA the certificate is not trusted
         with open_transport(parse_mail_url(untrusted), SENDER) as transport:
             assert transport.send(EMAIL).status == "failed"

@@ -172,7 +172,8 @@ def test_bad_rows_are_quarantined_with_a_reason_and_good_rows_kept():
         "c-1": "renewal_date missing or not a valid date",
         "c-2": "unknown status 'paused'",
         "c-3": "status missing",
-        "c-4": "notify_email is not a valid address: 'not an address'",
+        "c-4": "notify_email is not a valid address: 'not an address': it is not a plain ASCII address"
+               " name@domain (one @; no spaces, quotes, brackets or accents)",
         "c-5": "unknown currency 'EURO'",
         "c-6": "amount missing or not a number",
     }  # c-7 is not due tonight, c-8 is cancelled: neither is anyone's problem tonight
