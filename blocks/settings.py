@@ -79,6 +79,8 @@ class Settings:
     timezone: str = defaults.TIMEZONE
     run_lock: bool = True  # DUEFLOW_RUN_LOCK=off disables the database run lock (G5)
     db_lock_timeout: float = defaults.DB_LOCK_TIMEOUT  # DUEFLOW_DB_LOCK_TIMEOUT
+    # DUEFLOW_ALLOW_ANY_AS_OF=on: every run may take any as_of (docs/parameters.md)
+    allow_any_as_of: bool = False
     llm: LLMConfig | None = field(default=None, repr=False)
     schedule_cron: str = defaults.SCHEDULE_CRON  # DUEFLOW_SCHEDULE_CRON (deployments/serve.py)
     schedule_timezone: str | None = None  # DUEFLOW_SCHEDULE_TIMEZONE; default DUEFLOW_TIMEZONE
@@ -118,6 +120,8 @@ class Settings:
             run_lock=(env.get("DUEFLOW_RUN_LOCK") or "on").strip().lower()
             not in ("off", "0", "false", "no"),
             db_lock_timeout=_seconds(env, "DUEFLOW_DB_LOCK_TIMEOUT", defaults.DB_LOCK_TIMEOUT),
+            allow_any_as_of=(env.get("DUEFLOW_ALLOW_ANY_AS_OF") or "off").strip().lower()
+            in ("on", "1", "true", "yes"),
             llm=_llm_from_env(env),
             schedule_cron=env.get("DUEFLOW_SCHEDULE_CRON") or defaults.SCHEDULE_CRON,
             schedule_timezone=env.get("DUEFLOW_SCHEDULE_TIMEZONE") or None,

@@ -201,6 +201,7 @@ def _stop_on_interrupt() -> Iterator[Callable[[], bool]]:
 
 def _run_flow(settings: Settings, as_of: date | None, dry_run: bool, **params: object) -> int:
     _check_ready(settings, writes=not dry_run)
+    _check_night(settings, as_of, dry_run, params)
     _quiet_prefect()
     from dueflow.flows.nightly_alerts import nightly_alerts
     from dueflow.tasks.core.llm_guard import OFF_NOTE
@@ -243,6 +244,21 @@ def _run_flow(settings: Settings, as_of: date | None, dry_run: bool, **params: o
               file=sys.stderr)
         return 130
     return 0
+
+
+def _check_night(settings: Settings, as_of: date | None, dry_run: bool, params: dict[str, object]) -> None:
+    """The flow's own checks of its parameters and night, before Prefect is started: a value
+    out of range is one line (exit 2), and nothing was written."""
+    import inspect
+
+    from dueflow.flows.nightly_alerts import checked_as_of, checked_parameters, nightly_alerts
+
+    raw = {name: p.default for name, p in inspect.signature(nightly_alerts.fn).parameters.items()}
+    raw |= params | {"dry_run": dry_run}
+    allow_any = bool(raw.pop("allow_any_as_of"))
+    del raw["as_of"]
+    checked_parameters(**raw)
+    checked_as_of(as_of, settings, _engine(settings), allow_any)
 
 
 def run_url(flow_run_id: str | None) -> str | None:
@@ -323,11 +339,12 @@ def attention_lines(summary: object) -> list[str]:
 
 
 def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
-    return _run_flow(settings, args.as_of, args.dry_run, send_cap=args.send_cap)
+    return _run_flow(settings, args.as_of, args.dry_run, send_cap=args.send_cap,
+                     allow_any_as_of=args.allow_any_as_of)
 
 
 def cmd_adopt(args: argparse.Namespace, settings: Settings) -> int:
-    return _run_flow(settings, args.as_of, args.dry_run, adopt=True)
+    return _run_flow(settings, args.as_of, args.dry_run, adopt=True, allow_any_as_of=args.allow_any_as_of)
 
 
 def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
@@ -500,12 +517,16 @@ def parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run the nightly flow once")
     run.add_argument("--as-of", type=_as_of, help="business date YYYY-MM-DD (default: today)")
     run.add_argument("--dry-run", action="store_true", help="decide and render, write nothing")
+    run.add_argument("--allow-any-as-of", action="store_true", help="take an --as-of more than 31 days"
+                     " ahead or before the ledger's first night (a backfill; docs/parameters.md)")
     run.add_argument("--send-cap", type=_count, metavar="N",
                      help="at most N new emails per job in this run (most urgent first)")
     adopt = sub.add_parser("adopt", help="take over existing data: record everything due now"
                            " as handled, without sending")
     adopt.add_argument("--as-of", type=_as_of, help="business date YYYY-MM-DD (default: today)")
     adopt.add_argument("--dry-run", action="store_true", help="show what would be adopted")
+    adopt.add_argument("--allow-any-as-of", action="store_true",
+                       help="take any --as-of (docs/parameters.md)")
     sub.add_parser("demo", help="load sample data and run the flow on it")
     ledger = sub.add_parser("ledger", help="list ledger rows")
     ledger.add_argument("--status", choices=["pending", "sent", "failed", "adopted"])

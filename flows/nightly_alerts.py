@@ -7,25 +7,46 @@ this module: deploying, serving, a worker and the CLI load it in a fraction of a
 
 from __future__ import annotations
 
-from datetime import date, timedelta
-from typing import TYPE_CHECKING, Literal
+from datetime import date
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from prefect import State, flow, get_run_logger
 from prefect.runtime import flow_run
 from prefect.task_runners import ThreadPoolTaskRunner
+from pydantic import Field
 
 from dueflow.blocks.settings import ConfigError, Settings
 from dueflow.tasks.core import defaults
+from dueflow.tasks.core import parameters as P
 from dueflow.tasks.core.defaults import DELIVERY_WORKERS
 from dueflow.tasks.core.locales import Locale
 
 if TYPE_CHECKING:
+    from sqlalchemy import Engine
+
     from dueflow.tasks.core.frames import pd
+    from dueflow.tasks.core.parameters import RunParameters
     from dueflow.tasks.core.render import Draft
     from dueflow.tasks.core.report import RunSummary
     from dueflow.tasks.jobs import JobSpec, RunContext
 
 __all__ = ["DELIVERY_WORKERS", "nightly_alerts"]
+
+
+def _shown(**schema: object) -> Field:
+    """Constraints the run form shows (its JSON schema) and tasks/core/parameters.py checks
+    with one line naming the parameter; pydantic is not asked to enforce them, as its error
+    would be a multi-line report instead."""
+    return Field(json_schema_extra=schema)
+
+
+Leads = Annotated[list[int], _shown(minItems=1, maxItems=P.MAX_LEADS, items={
+    "type": "integer", "minimum": 0, "maximum": P.MAX_LEAD_DAYS})]
+Delays = Annotated[list[int], _shown(minItems=P.DUNNING_STEP_COUNT, maxItems=P.DUNNING_STEP_COUNT, items={
+    "type": "integer", "minimum": 1, "maximum": P.MAX_DELAY_DAYS})]
+Attempts = Annotated[int, _shown(minimum=1, maximum=P.MAX_ATTEMPTS)]
+Backoff = Annotated[int, _shown(minimum=0, maximum=P.MAX_BACKOFF_MINUTES)]
+SendCap = Annotated[int | None, _shown(minimum=0, maximum=P.MAX_SEND_CAP)]
 
 
 def run_name() -> str:
@@ -41,19 +62,50 @@ def run_name() -> str:
     return f"{as_of}{mode}"
 
 
+def checked_parameters(**raw: object) -> RunParameters:
+    """The flow's parameters checked all together, before anything is read or written: one
+    ConfigError naming the first parameter out of range and what it allows."""
+    from dueflow.tasks.core.parameters import ParameterError, run_parameters
+
+    try:
+        return run_parameters(**raw)  # type: ignore[arg-type]
+    except ParameterError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def checked_as_of(as_of: date | None, settings: Settings, engine: Engine, allow_any: bool) -> date:
+    """The night to run: today in the business time zone when empty; otherwise refused (one
+    ConfigError) when it is more than 31 days ahead or before the ledger's first night,
+    unless allowed (parameter allow_any_as_of, or DUEFLOW_ALLOW_ANY_AS_OF)."""
+    from dueflow.tasks.adapters import db
+    from dueflow.tasks.core.parameters import ParameterError, as_of_window
+
+    today = settings.today()
+    if as_of is None:
+        return today
+    allow_any = allow_any or settings.allow_any_as_of
+    # Only a night before today can be before the ledger's first: today always may run.
+    first = db.first_night(engine) if isinstance(as_of, date) and as_of < today and not allow_any else None
+    try:
+        return as_of_window(as_of, today, first, allow_any)
+    except ParameterError as exc:
+        raise ConfigError(str(exc)) from None
+
+
 @flow(name="nightly-alerts", flow_run_name=run_name, persist_result=True,
       task_runner=ThreadPoolTaskRunner(max_workers=DELIVERY_WORKERS))
 def nightly_alerts(
     as_of: date | None = None,
     dry_run: bool = False,
-    renewal_leads: list[int] = list(defaults.RENEWAL_LEADS),  # noqa: B006 - Prefect copies it
+    renewal_leads: Leads = list(defaults.RENEWAL_LEADS),  # noqa: B006 - Prefect copies it
     renewal_locale: Locale = "en",
-    dunning_delays: list[int] = list(defaults.DUNNING_DELAYS),  # noqa: B006
+    dunning_delays: Delays = list(defaults.DUNNING_DELAYS),  # noqa: B006
     dunning_start: Literal["sent", "due"] = "sent",
-    retry_max_attempts: int = defaults.RETRY_MAX_ATTEMPTS,
-    retry_backoff_minutes: int = defaults.RETRY_BACKOFF_MINUTES,
-    send_cap: int | None = None,
+    retry_max_attempts: Attempts = defaults.RETRY_MAX_ATTEMPTS,
+    retry_backoff_minutes: Backoff = defaults.RETRY_BACKOFF_MINUTES,
+    send_cap: SendCap = None,
     adopt: bool = False,
+    allow_any_as_of: bool = False,
 ) -> State:
     """Send every renewal alert and invoice reminder due on a day exactly once: renewal
     alerts to contract owners before a contract renews, and payment reminders (then an
@@ -78,6 +130,9 @@ def nightly_alerts(
             the rest wait for a later run. Empty means no cap.
         adopt: Record everything due as already handled and send nothing: for taking
             over existing data without mailing it all at once.
+        allow_any_as_of: Take an as_of more than 31 days after today or before the ledger's
+            first night (a backfill, a test on dates of its own); otherwise such a night is
+            refused as a likely typo (docs/parameters.md).
 
     Returns:
         The run's final state, whose result — what a call of the flow returns — is the
@@ -87,30 +142,27 @@ def nightly_alerts(
     from dueflow.tasks.adapters import db
     from dueflow.tasks.adapters.lock import run_lock
     from dueflow.tasks.adapters.mail import parse_mail_url
-    from dueflow.tasks.core.decide import normalise_leads
     from dueflow.tasks.core.report import RunSummary
     from dueflow.tasks.deliver import DeliverySettings
-    from dueflow.tasks.jobs import RunContext, RunParameters
+    from dueflow.tasks.jobs import RunContext
 
     settings = Settings.from_env().with_blocks()
     settings.check_templates()  # a broken DUEFLOW_TEMPLATES_DIR template: one line, nothing written
-    if send_cap is not None and send_cap < 0:
-        raise ConfigError(f"send_cap must be a non-negative number of emails, got {send_cap}")
-    if dunning_start not in ("sent", "due"):
-        raise ConfigError(f"dunning_start must be 'sent' or 'due', got {dunning_start!r}")
-    params = RunParameters(tuple(normalise_leads(renewal_leads)), tuple(dunning_delays), dunning_start,
-                           renewal_locale, retry_max_attempts, send_cap, adopt, dry_run)
+    params = checked_parameters(
+        renewal_leads=renewal_leads, dunning_delays=dunning_delays, dunning_start=dunning_start,
+        renewal_locale=renewal_locale, retry_max_attempts=retry_max_attempts,
+        retry_backoff_minutes=retry_backoff_minutes, send_cap=send_cap, adopt=adopt, dry_run=dry_run)
     logger = get_run_logger()
-    if as_of is None:
-        as_of = settings.today()
-        logger.info("as_of empty: running for %s, today in %s", as_of, settings.timezone)
     # Every source relation found and every statement of the night planned, and dueflow's
     # own tables writable, before the first write: a shape dueflow cannot read is one line.
     database = db.open_database(settings)
+    if as_of is None:
+        logger.info("as_of empty: running for %s, today in %s", settings.today(), settings.timezone)
+    as_of = checked_as_of(as_of, settings, database.engine, allow_any_as_of)
     if not dry_run:
         db.preflight(database)
     delivery = DeliverySettings(parse_mail_url(settings.mail_url), settings.sender(), database, as_of,
-                                timedelta(minutes=retry_backoff_minutes))
+                                params.retry_backoff)
     ctx = RunContext(settings, database, delivery, as_of, flow_run.get_id(), params)
     label_run(dry_run, adopt)
     if dry_run or not settings.run_lock:
