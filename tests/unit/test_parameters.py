@@ -71,7 +71,7 @@ def test_any_values_are_checked_or_refused_by_name(values):
 
 def test_as_of_more_than_31_days_ahead_is_refused_unless_allowed():
     assert as_of_window(TODAY + timedelta(days=31), TODAY, None, False) == TODAY + timedelta(days=31)
-    with pytest.raises(ParameterError, match=r"at most 31 days after today \(2026-12-01\).*--allow-any-as-of"):
+    with pytest.raises(ParameterError, match=r"at most 31 days after today \(2026-12-01\).*-any-as-of"):
         as_of_window(date(2027, 12, 25), TODAY, None, False)
     assert as_of_window(date(2027, 12, 25), TODAY, None, True) == date(2027, 12, 25)
 
@@ -79,7 +79,7 @@ def test_as_of_more_than_31_days_ahead_is_refused_unless_allowed():
 def test_as_of_before_the_ledgers_first_night_is_refused_unless_allowed():
     first = date(2026, 11, 20)
     assert as_of_window(first, TODAY, first, False) == first
-    with pytest.raises(ParameterError, match="not before the ledger's first night .2026-11-20."):
+    with pytest.raises(ParameterError, match=r"not before the ledger's first night \(2026-11-20\)"):
         as_of_window(date(2025, 11, 20), TODAY, first, False)
     assert as_of_window(date(2025, 11, 20), TODAY, first, True) == date(2025, 11, 20)
 
