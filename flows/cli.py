@@ -201,24 +201,33 @@ def _stop_on_interrupt() -> Iterator[Callable[[], bool]]:
 
 def _run_flow(settings: Settings, as_of: date | None, dry_run: bool, **params: object) -> int:
     _check_ready(settings, writes=not dry_run)
+    _quiet_prefect()  # before Prefect is imported: it reads these settings once
     _check_night(settings, as_of, dry_run, params)
-    _quiet_prefect()
+    from dueflow.flows import prefect_api
     from dueflow.flows.nightly_alerts import nightly_alerts
     from dueflow.tasks.core.llm_guard import OFF_NOTE
     from dueflow.tasks.core.report import text_table
 
+    if problem := prefect_api.unreachable():
+        raise UserError(f"the Prefect API at {redact_url(prefect_api.api_url() or '')} does not answer"
+                        f" ({problem}): start it, or unset PREFECT_API_URL to run with a temporary"
+                        " server; nothing was done")
     try:
         from dueflow.tasks import progress
 
-        with _stop_on_interrupt() as interrupted, progress.shown_on(sys.stderr):
-            summary = nightly_alerts(as_of=as_of, dry_run=dry_run, **params)
+        with (prefect_api.temporary_server(EPHEMERAL_STARTUP) as temporary,
+              _stop_on_interrupt() as interrupted, progress.shown_on(sys.stderr)):
+            try:
+                summary = nightly_alerts(as_of=as_of, dry_run=dry_run, **params)
+            except Exception as exc:
+                summary = _after_lost_api(exc)
     except RuntimeError as exc:
         if "ephemeral Prefect API server" not in str(exc):
             raise
         raise UserError("the temporary Prefect server did not start in time (set"
                         " PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS higher, or point"
                         " PREFECT_API_URL at a running `prefect server start`)") from None
-    if url := run_url(summary.flow_run_id):
+    if not temporary and (url := run_url(summary.flow_run_id)):  # the temporary server is gone
         print(f"Flow run in the Prefect UI: {url}")
     if summary.skipped:
         print(summary.headline())
@@ -244,6 +253,20 @@ def _run_flow(settings: Settings, as_of: date | None, dry_run: bool, **params: o
               file=sys.stderr)
         return 130
     return 0
+
+
+def _after_lost_api(exc: Exception) -> object:
+    """The night's summary when its work was done and only recording its end in Prefect
+    failed, the API being gone; otherwise the exception, as it was."""
+    from dueflow.flows import prefect_api
+
+    summary = prefect_api.recall()
+    if summary is None or not prefect_api.lost(exc):
+        raise exc
+    summary.warnings.append("the Prefect API was lost before the run's end was recorded: Prefect shows"
+                            " it 'Running' until the next run on this ledger marks it Crashed"
+                            " (docs/prefect-api.md); the ledger holds what was done")
+    return summary
 
 
 def _check_night(settings: Settings, as_of: date | None, dry_run: bool, params: dict[str, object]) -> None:

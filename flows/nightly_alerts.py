@@ -164,7 +164,7 @@ def nightly_alerts(
     delivery = DeliverySettings(parse_mail_url(settings.mail_url), settings.sender(), database, as_of,
                                 params.retry_backoff)
     ctx = RunContext(settings, database, delivery, as_of, flow_run.get_id(), params)
-    label_run(dry_run, adopt)
+    label_run(dry_run, adopt, settings)
     if dry_run or not settings.run_lock:
         return finish(guarded_run(ctx))
     warnings: list[str] = []
@@ -173,6 +173,7 @@ def nightly_alerts(
             logger.warning("another dueflow run is active on this database; exiting")
             return finish(RunSummary(as_of=as_of, dry_run=False, flow_run_id=ctx.flow_run_id,
                                      skipped="another dueflow run is active on this database"))
+        warnings += stale_runs(ctx)
         summary = guarded_run(ctx)
     summary.warnings.extend(warnings)
     return finish(summary)
@@ -243,6 +244,7 @@ def read_sources(ctx: RunContext, job: JobSpec) -> dict[str, pd.DataFrame]:
 def report(ctx: RunContext, rows: pd.DataFrame, drafts: list[Draft], facts: pd.DataFrame) -> RunSummary:
     """The run's summary and artifacts. The work is recorded by now: losing the database
     here is worth a warning, not a failure."""
+    from dueflow.flows.prefect_api import unreachable
     from dueflow.tasks.adapters import db
     from dueflow.tasks.core.report import drafts_frame, summarize
     from dueflow.tasks.steps import publish_report
@@ -260,20 +262,47 @@ def report(ctx: RunContext, rows: pd.DataFrame, drafts: list[Draft], facts: pd.D
             warnings.append(f"could not read the ledger's unsettled rows after the run: {exc}")
     summary = summarize(ctx.as_of, ctx.params.dry_run, ctx.flow_run_id, rows, ledger_counts, unsettled,
                         drafts_frame(drafts), warnings, facts)
-    publish_report(summary)
+    if problem := unreachable():  # the client's retries would take minutes per artifact
+        summary.warnings.append(f"the Prefect API was lost during the run ({problem}): no artifacts;"
+                                " the ledger holds what was done (docs/prefect-api.md)")
+    else:
+        publish_report(summary)
     return summary
 
 
-def label_run(dry_run: bool, adopt: bool) -> None:
-    """Tag a run that sends nothing, so that the UI can filter it out."""
+def label_run(dry_run: bool, adopt: bool, settings: Settings) -> None:
+    """Tag a run that sends nothing, so that the UI can filter it out, and a run that
+    writes with its ledger, so that a later run on it can find it stale (stale_runs)."""
+    from dueflow.flows.prefect_api import ledger_tag
+
     tags = ["dry-run"] if dry_run else ["adopt"] if adopt else []
+    if not dry_run:
+        tags.append(ledger_tag(settings.database_url, settings.ledger_schema))
     run_id = flow_run.get_id()
-    if not tags or run_id is None:
+    if run_id is None:
         return
     from prefect.client.orchestration import get_client
 
     with get_client(sync_client=True) as client:
         client.update_flow_run(run_id, tags=sorted({*flow_run.get_tags(), *tags}))
+
+
+def stale_runs(ctx: RunContext) -> list[str]:
+    """With the ledger's run lock held: every other run on this ledger that Prefect still
+    shows 'Running' lost the API before it could record its end; it is marked Crashed."""
+    from dueflow.flows.prefect_api import crash_stale_runs, ledger_tag
+
+    if ctx.flow_run_id is None:
+        return []
+    try:
+        stale = crash_stale_runs(ctx.flow_run_id, ledger_tag(ctx.settings.database_url,
+                                                             ctx.settings.ledger_schema))
+    except Exception as exc:  # the night does not depend on Prefect's bookkeeping
+        return [f"could not look for stale runs in Prefect: {type(exc).__name__}"]
+    if stale:
+        get_run_logger().warning("marked %d stale run(s) Crashed: %s", len(stale), ", ".join(stale))
+    return [f"flow run {run_id} was left 'Running' by a lost Prefect API: marked Crashed (its emails"
+            " are in the ledger)" for run_id in stale]
 
 
 NEEDS_ATTENTION_EVENT = "dueflow.run.needs-attention"
@@ -286,8 +315,10 @@ def finish(summary: RunSummary) -> State:
     from prefect.events import emit_event
     from prefect.states import Completed
 
+    from dueflow.flows.prefect_api import remember
     from dueflow.tasks.core.report import attention_payload, needs_person
 
+    remember(summary)  # what the CLI prints if the API is lost before the state is recorded
     log = get_run_logger()
     attention = needs_person(summary) and not summary.dry_run  # a preview changed nothing
     log.info("%s", summary.headline())  # at INFO: the CLI prints its own summary
