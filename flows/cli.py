@@ -208,6 +208,7 @@ def _run_flow(settings: Settings, as_of: date | None, dry_run: bool, **params: o
     from dueflow.tasks.core.llm_guard import OFF_NOTE
     from dueflow.tasks.core.report import text_table
 
+    prefect_api.quiet_when_lost()
     if problem := prefect_api.unreachable():
         raise UserError(f"the Prefect API at {redact_url(prefect_api.api_url() or '')} does not answer"
                         f" ({problem}): start it, or unset PREFECT_API_URL to run with a temporary"
@@ -580,6 +581,15 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    code = _main(argv)
+    if argv is None:  # the command itself, not a call from Python
+        from dueflow.flows.prefect_api import leave
+
+        leave(code)
+    return code
+
+
+def _main(argv: list[str] | None) -> int:
     args = parser().parse_args(argv)
     if args.command == "check":  # it reports bad settings itself, one line each
         return cmd_check(args)

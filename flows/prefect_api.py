@@ -15,6 +15,7 @@ artifacts, the run's final state — is skipped or said in one line when the API
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import subprocess
 import sys
@@ -43,6 +44,52 @@ def recall() -> RunSummary | None:
     return _finished.pop() if _finished else None
 
 
+# Set once Prefect's own clients have met an API that does not answer.
+_lost: list[str] = []
+LOST_LINE = ("dueflow: warning: the Prefect API stopped answering: the night goes on (the ledger is"
+             " its record); its events, logs and artifacts for the UI are dropped (docs/prefect-api.md)")
+# Where Prefect's clients say their API does not answer: once per retry of every event.
+CLIENT_LOGGERS = ("prefect.events.clients", "prefect._internal.concurrency")
+
+
+class _LostApiLines(logging.Filter):
+    """Prefect's clients say a lost API at WARNING/ERROR for every event they fail to send,
+    with the event in full: one line of dueflow's instead, then silence."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        connection = error is None or lost(error)
+        if record.levelno < logging.WARNING or not connection:
+            return True
+        if not _lost:
+            _lost.append(record.name)
+            print(LOST_LINE, file=sys.stderr, flush=True)
+        return False
+
+
+def quiet_when_lost() -> None:
+    """For a command: Prefect's reports of a lost API become LOST_LINE, once; the log
+    shipper's own tracebacks (written when logging.raiseExceptions) are off."""
+    logging.raiseExceptions = False
+    for name in CLIENT_LOGGERS:
+        logging.getLogger(name).addFilter(_LostApiLines())
+
+
+def was_lost() -> bool:
+    return bool(_lost)
+
+
+def leave(code: int) -> None:
+    """End a command whose Prefect API was lost without Prefect's exit-time flush: it would
+    retry every queued event against the gone server (7 s each). What the night did is in
+    the ledger and was printed."""
+    if not _lost:
+        return
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 def api_url() -> str | None:
     from prefect.settings import get_current_settings
 
@@ -60,6 +107,8 @@ def unreachable(timeout: float = PROBE_SECONDS) -> str | None:
     try:
         httpx.get(f"{url.rstrip('/')}/health", timeout=timeout).raise_for_status()
     except httpx.HTTPError as exc:
+        if isinstance(exc, httpx.TransportError):
+            _lost.append("probe")
         return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else 'no answer'}"
     return None
 
@@ -67,10 +116,11 @@ def unreachable(timeout: float = PROBE_SECONDS) -> str | None:
 def lost(exc: BaseException) -> bool:
     """Whether an exception out of Prefect says its API is unreachable (not a refusal)."""
     import httpx
+    from websockets.exceptions import ConnectionClosed
 
     seen: BaseException | None = exc
     while seen is not None:
-        if isinstance(seen, httpx.TransportError):
+        if isinstance(seen, httpx.TransportError | ConnectionClosed | ConnectionError | TimeoutError):
             return True
         seen = seen.__cause__ or seen.__context__
     return False
