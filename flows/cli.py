@@ -17,6 +17,8 @@ from dueflow.blocks.settings import ConfigError, Settings, redact_url
 if TYPE_CHECKING:
     from sqlalchemy import Engine
 
+    from dueflow.tasks.core.report import RunSummary
+
 
 class UserError(Exception):
     """An error the operator can fix; printed as one line, no traceback."""
@@ -205,8 +207,6 @@ def _run_flow(settings: Settings, as_of: date | None, dry_run: bool, **params: o
     _check_night(settings, as_of, dry_run, params)
     from dueflow.flows import prefect_api
     from dueflow.flows.nightly_alerts import nightly_alerts
-    from dueflow.tasks.core.llm_guard import OFF_NOTE
-    from dueflow.tasks.core.report import text_table
 
     prefect_api.quiet_when_lost()
     if problem := prefect_api.unreachable():
@@ -218,6 +218,8 @@ def _run_flow(settings: Settings, as_of: date | None, dry_run: bool, **params: o
 
         with (prefect_api.temporary_server(EPHEMERAL_STARTUP) as temporary,
               _stop_on_interrupt() as interrupted, progress.shown_on(sys.stderr)):
+            if _COMMAND:  # the API lost: the summary is printed as the night ends (finish)
+                prefect_api.end_when_lost(lambda summary: _print_summary(summary, True, interrupted))
             try:
                 summary = nightly_alerts(as_of=as_of, dry_run=dry_run, **params)
             except Exception as exc:
@@ -228,6 +230,14 @@ def _run_flow(settings: Settings, as_of: date | None, dry_run: bool, **params: o
         raise UserError("the temporary Prefect server did not start in time (set"
                         " PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS higher, or point"
                         " PREFECT_API_URL at a running `prefect server start`)") from None
+    return _print_summary(summary, temporary, interrupted)
+
+
+def _print_summary(summary: RunSummary, temporary: bool, interrupted: Callable[[], bool]) -> int:
+    """The night's summary on the terminal; the command's exit code."""
+    from dueflow.tasks.core.llm_guard import OFF_NOTE
+    from dueflow.tasks.core.report import text_table
+
     if not temporary and (url := run_url(summary.flow_run_id)):  # the temporary server is gone
         print(f"Flow run in the Prefect UI: {url}")
     if summary.skipped:
@@ -264,9 +274,7 @@ def _after_lost_api(exc: Exception) -> object:
     summary = prefect_api.recall()
     if summary is None or not prefect_api.lost(exc):
         raise exc
-    summary.warnings.append("the Prefect API was lost before the run's end was recorded: Prefect shows"
-                            " it 'Running' until the next run on this ledger marks it Crashed"
-                            " (docs/prefect-api.md); the ledger holds what was done")
+    summary.warnings.append(prefect_api.LOST_END)
     return summary
 
 
@@ -580,7 +588,11 @@ def parser() -> argparse.ArgumentParser:
     return top
 
 
+_COMMAND: list[bool] = []  # set when `dueflow` runs as a command, not called from Python
+
+
 def main(argv: list[str] | None = None) -> int:
+    _COMMAND[:] = [True] if argv is None else []
     code = _main(argv)
     if argv is None:  # the command itself, not a call from Python
         from dueflow.flows.prefect_api import leave

@@ -164,7 +164,7 @@ def nightly_alerts(
     delivery = DeliverySettings(parse_mail_url(settings.mail_url), settings.sender(), database, as_of,
                                 params.retry_backoff)
     ctx = RunContext(settings, database, delivery, as_of, flow_run.get_id(), params)
-    label_run(dry_run, adopt, settings)
+    label_run(dry_run, adopt)
     if dry_run or not settings.run_lock:
         return finish(guarded_run(ctx))
     warnings: list[str] = []
@@ -173,8 +173,9 @@ def nightly_alerts(
             logger.warning("another dueflow run is active on this database; exiting")
             return finish(RunSummary(as_of=as_of, dry_run=False, flow_run_id=ctx.flow_run_id,
                                      skipped="another dueflow run is active on this database"))
-        warnings += stale_runs(ctx)
+        tag_ledger(ctx)
         summary = guarded_run(ctx)
+        warnings += stale_runs(ctx)  # at the end: a run that released the lock has ended by now
     summary.warnings.extend(warnings)
     return finish(summary)
 
@@ -270,16 +271,15 @@ def report(ctx: RunContext, rows: pd.DataFrame, drafts: list[Draft], facts: pd.D
     return summary
 
 
-def label_run(dry_run: bool, adopt: bool, settings: Settings) -> None:
-    """Tag a run that sends nothing, so that the UI can filter it out, and a run that
-    writes with its ledger, so that a later run on it can find it stale (stale_runs)."""
-    from dueflow.flows.prefect_api import ledger_tag
-
+def label_run(dry_run: bool, adopt: bool) -> None:
+    """Tag a run that sends nothing, so that the UI can filter it out."""
     tags = ["dry-run"] if dry_run else ["adopt"] if adopt else []
-    if not dry_run:
-        tags.append(ledger_tag(settings.database_url, settings.ledger_schema))
+    add_tags(tags)
+
+
+def add_tags(tags: list[str]) -> None:
     run_id = flow_run.get_id()
-    if run_id is None:
+    if not tags or run_id is None:
         return
     from prefect.client.orchestration import get_client
 
@@ -287,12 +287,24 @@ def label_run(dry_run: bool, adopt: bool, settings: Settings) -> None:
         client.update_flow_run(run_id, tags=sorted({*flow_run.get_tags(), *tags}))
 
 
-def stale_runs(ctx: RunContext) -> list[str]:
-    """With the ledger's run lock held: every other run on this ledger that Prefect still
-    shows 'Running' lost the API before it could record its end; it is marked Crashed."""
-    from dueflow.flows.prefect_api import crash_stale_runs, ledger_tag
+def tag_ledger(ctx: RunContext) -> None:
+    """Once the run holds the ledger's run lock: tag it with the ledger (stale_runs)."""
+    from dueflow.flows.prefect_api import ledger_tag
 
-    if ctx.flow_run_id is None:
+    try:
+        add_tags([ledger_tag(ctx.settings.database_url, ctx.settings.ledger_schema)])
+    except Exception as exc:  # the night does not depend on Prefect's bookkeeping
+        get_run_logger().warning("could not tag the run with its ledger: %s", type(exc).__name__)
+
+
+def stale_runs(ctx: RunContext) -> list[str]:
+    """At the end of a night, the ledger's run lock still held: every other run that held
+    it (tag_ledger) and that Prefect still shows 'Running' lost the API before it could
+    record its end — a live one would have recorded it while this night ran; it is marked
+    Crashed."""
+    from dueflow.flows.prefect_api import crash_stale_runs, ledger_tag, was_lost
+
+    if ctx.flow_run_id is None or was_lost():  # the client would retry for a minute
         return []
     try:
         stale = crash_stale_runs(ctx.flow_run_id, ledger_tag(ctx.settings.database_url,
@@ -315,7 +327,7 @@ def finish(summary: RunSummary) -> State:
     from prefect.events import emit_event
     from prefect.states import Completed
 
-    from dueflow.flows.prefect_api import remember
+    from dueflow.flows.prefect_api import end_if_lost, remember
     from dueflow.tasks.core.report import attention_payload, needs_person
 
     remember(summary)  # what the CLI prints if the API is lost before the state is recorded
@@ -331,5 +343,6 @@ def finish(summary: RunSummary) -> State:
                       "prefect.resource.role": "flow-run"}] if summary.flow_run_id else [],
             payload=attention_payload(summary),
         )
+    end_if_lost(summary)  # a command whose API is gone prints the summary and ends here
     return Completed(message=summary.headline(), data=summary,
                      name="Needs attention" if attention else "Completed")

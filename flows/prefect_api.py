@@ -19,7 +19,7 @@ import logging
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -50,15 +50,22 @@ LOST_LINE = ("dueflow: warning: the Prefect API stopped answering: the night goe
              " its record); its events, logs and artifacts for the UI are dropped (docs/prefect-api.md)")
 # Where Prefect's clients say their API does not answer: once per retry of every event.
 CLIENT_LOGGERS = ("prefect.events.clients", "prefect._internal.concurrency")
+# Where the engine says it could not record a state (the run's own warnings stay).
+RUN_LOGGERS = ("prefect.flow_runs", "prefect.task_runs")
 
 
 class _LostApiLines(logging.Filter):
     """Prefect's clients say a lost API at WARNING/ERROR for every event they fail to send,
-    with the event in full: one line of dueflow's instead, then silence."""
+    with the event in full, and the engine with a traceback: one line of dueflow's instead,
+    then silence."""
+
+    def __init__(self, without_exception: bool) -> None:
+        super().__init__()
+        self.without_exception = without_exception  # a client's warning names no exception
 
     def filter(self, record: logging.LogRecord) -> bool:
         error = record.exc_info[1] if record.exc_info else None
-        connection = error is None or lost(error)
+        connection = lost(error) if error is not None else self.without_exception
         if record.levelno < logging.WARNING or not connection:
             return True
         if not _lost:
@@ -71,8 +78,28 @@ def quiet_when_lost() -> None:
     """For a command: Prefect's reports of a lost API become LOST_LINE, once; the log
     shipper's own tracebacks (written when logging.raiseExceptions) are off."""
     logging.raiseExceptions = False
-    for name in CLIENT_LOGGERS:
-        logging.getLogger(name).addFilter(_LostApiLines())
+    for names, without_exception in ((CLIENT_LOGGERS, True), (RUN_LOGGERS, False)):
+        for name in names:
+            logging.getLogger(name).addFilter(_LostApiLines(without_exception))
+
+
+_ender: list[Callable[[RunSummary], int]] = []
+LOST_END = ("the Prefect API was lost before the run's end was recorded: Prefect shows it 'Running'"
+            " until the next run on this ledger marks it Crashed (docs/prefect-api.md); the ledger"
+            " holds what was done")
+
+
+def end_when_lost(show: Callable[[RunSummary], int]) -> None:
+    """For a command: when its night ends with the API lost, `show` prints the summary and
+    gives the exit code, and the process ends there (end_if_lost) — Prefect's client would
+    spend minutes retrying to record the run's end on a server that is gone."""
+    _ender[:] = [show]
+
+
+def end_if_lost(summary: RunSummary) -> None:
+    if _lost and _ender:
+        summary.warnings.append(LOST_END)
+        leave(_ender[0](summary))
 
 
 def was_lost() -> bool:
