@@ -80,7 +80,9 @@ def quiet_when_lost() -> None:
     logging.raiseExceptions = False
     for names, without_exception in ((CLIENT_LOGGERS, True), (RUN_LOGGERS, False)):
         for name in names:
-            logging.getLogger(name).addFilter(_LostApiLines(without_exception))
+            logger = logging.getLogger(name)
+            if not any(isinstance(f, _LostApiLines) for f in logger.filters):  # once a process
+                logger.addFilter(_LostApiLines(without_exception))
 
 
 _ender: list[Callable[[RunSummary], int]] = []
