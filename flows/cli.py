@@ -546,7 +546,8 @@ def parser() -> argparse.ArgumentParser:
     init = sub.add_parser("init-db", help="create or upgrade dueflow's own tables (the ledger), in place")
     init.add_argument("--with-sample-tables", action="store_true",
                       help="also create sample contracts, clients and invoices tables where missing")
-    run = sub.add_parser("run", help="run the nightly flow once")
+    run = sub.add_parser("run", help="run the nightly flow once",  # one usage line: an error is 2 lines
+                         usage="%(prog)s [-h] [--as-of DATE] [--dry-run] [--send-cap N] [--allow-any-as-of]")
     run.add_argument("--as-of", type=_as_of, help="business date YYYY-MM-DD (default: today)")
     run.add_argument("--dry-run", action="store_true", help="decide and render, write nothing")
     run.add_argument("--allow-any-as-of", action="store_true", help="take an --as-of more than 31 days"
