@@ -93,6 +93,8 @@ class Settings:
     smtp_connect_timeout: float = defaults.SMTP_CONNECT_TIMEOUT  # DUEFLOW_SMTP_CONNECT_TIMEOUT
     smtp_reply_timeout: float = defaults.SMTP_REPLY_TIMEOUT  # DUEFLOW_SMTP_REPLY_TIMEOUT
     smtp_max_failures: int = defaults.SMTP_MAX_CONNECTION_FAILURES  # DUEFLOW_SMTP_MAX_FAILURES
+    # DUEFLOW_ALLOW_ANY_AS_OF=on: every run may take any as_of (docs/parameters.md)
+    allow_any_as_of: bool = False
     llm: LLMConfig | None = field(default=None, repr=False)
     schedule_cron: str = defaults.SCHEDULE_CRON  # DUEFLOW_SCHEDULE_CRON (deployments/serve.py)
     schedule_timezone: str | None = None  # DUEFLOW_SCHEDULE_TIMEZONE; default DUEFLOW_TIMEZONE
@@ -135,6 +137,8 @@ class Settings:
             smtp_connect_timeout=_seconds(env, "DUEFLOW_SMTP_CONNECT_TIMEOUT", defaults.SMTP_CONNECT_TIMEOUT),
             smtp_reply_timeout=_seconds(env, "DUEFLOW_SMTP_REPLY_TIMEOUT", defaults.SMTP_REPLY_TIMEOUT),
             smtp_max_failures=_count(env, "DUEFLOW_SMTP_MAX_FAILURES", defaults.SMTP_MAX_CONNECTION_FAILURES),
+            allow_any_as_of=(env.get("DUEFLOW_ALLOW_ANY_AS_OF") or "off").strip().lower()
+            in ("on", "1", "true", "yes"),
             llm=_llm_from_env(env),
             schedule_cron=env.get("DUEFLOW_SCHEDULE_CRON") or defaults.SCHEDULE_CRON,
             schedule_timezone=env.get("DUEFLOW_SCHEDULE_TIMEZONE") or None,

@@ -17,6 +17,8 @@ from dueflow.blocks.settings import ConfigError, Settings, redact_url
 if TYPE_CHECKING:
     from sqlalchemy import Engine
 
+    from dueflow.tasks.core.report import RunSummary
+
 
 class UserError(Exception):
     """An error the operator can fix; printed as one line, no traceback."""
@@ -201,23 +203,42 @@ def _stop_on_interrupt() -> Iterator[Callable[[], bool]]:
 
 def _run_flow(settings: Settings, as_of: date | None, dry_run: bool, **params: object) -> int:
     _check_ready(settings, writes=not dry_run)
-    _quiet_prefect()
+    _quiet_prefect()  # before Prefect is imported: it reads these settings once
+    _check_night(settings, as_of, dry_run, params)
+    from dueflow.flows import prefect_api
     from dueflow.flows.nightly_alerts import nightly_alerts
-    from dueflow.tasks.core.llm_guard import OFF_NOTE
-    from dueflow.tasks.core.report import text_table
 
+    prefect_api.quiet_when_lost()
+    if problem := prefect_api.unreachable():
+        raise UserError(f"the Prefect API at {redact_url(prefect_api.api_url() or '')} does not answer"
+                        f" ({problem}): start it, or unset PREFECT_API_URL to run with a temporary"
+                        " server; nothing was done")
     try:
         from dueflow.tasks import progress
 
-        with _stop_on_interrupt() as interrupted, progress.shown_on(sys.stderr):
-            summary = nightly_alerts(as_of=as_of, dry_run=dry_run, **params)
+        with (prefect_api.temporary_server(EPHEMERAL_STARTUP) as temporary,
+              _stop_on_interrupt() as interrupted, progress.shown_on(sys.stderr)):
+            if _COMMAND:  # the API lost: the summary is printed as the night ends (finish)
+                prefect_api.end_when_lost(lambda summary: _print_summary(summary, True, interrupted))
+            try:
+                summary = nightly_alerts(as_of=as_of, dry_run=dry_run, **params)
+            except Exception as exc:
+                summary = _after_lost_api(exc)
     except RuntimeError as exc:
         if "ephemeral Prefect API server" not in str(exc):
             raise
         raise UserError("the temporary Prefect server did not start in time (set"
                         " PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS higher, or point"
                         " PREFECT_API_URL at a running `prefect server start`)") from None
-    if url := run_url(summary.flow_run_id):
+    return _print_summary(summary, temporary, interrupted)
+
+
+def _print_summary(summary: RunSummary, temporary: bool, interrupted: Callable[[], bool]) -> int:
+    """The night's summary on the terminal; the command's exit code."""
+    from dueflow.tasks.core.llm_guard import OFF_NOTE
+    from dueflow.tasks.core.report import text_table
+
+    if not temporary and (url := run_url(summary.flow_run_id)):  # the temporary server is gone
         print(f"Flow run in the Prefect UI: {url}")
     if summary.skipped:
         print(summary.headline())
@@ -243,6 +264,33 @@ def _run_flow(settings: Settings, as_of: date | None, dry_run: bool, **params: o
               file=sys.stderr)
         return 130
     return 0
+
+
+def _after_lost_api(exc: Exception) -> object:
+    """The night's summary when its work was done and only recording its end in Prefect
+    failed, the API being gone; otherwise the exception, as it was."""
+    from dueflow.flows import prefect_api
+
+    summary = prefect_api.recall()
+    if summary is None or not prefect_api.lost(exc):
+        raise exc
+    summary.warnings.append(prefect_api.LOST_END)
+    return summary
+
+
+def _check_night(settings: Settings, as_of: date | None, dry_run: bool, params: dict[str, object]) -> None:
+    """The flow's own checks of its parameters and night, before Prefect is started: a value
+    out of range is one line (exit 2), and nothing was written."""
+    import inspect
+
+    from dueflow.flows.nightly_alerts import checked_as_of, checked_parameters, nightly_alerts
+
+    raw = {name: p.default for name, p in inspect.signature(nightly_alerts.fn).parameters.items()}
+    raw |= params | {"dry_run": dry_run}
+    allow_any = bool(raw.pop("allow_any_as_of"))
+    del raw["as_of"]
+    checked_parameters(**raw)
+    checked_as_of(as_of, settings, _engine(settings), allow_any)
 
 
 def run_url(flow_run_id: str | None) -> str | None:
@@ -323,11 +371,12 @@ def attention_lines(summary: object) -> list[str]:
 
 
 def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
-    return _run_flow(settings, args.as_of, args.dry_run, send_cap=args.send_cap)
+    return _run_flow(settings, args.as_of, args.dry_run, send_cap=args.send_cap,
+                     allow_any_as_of=args.allow_any_as_of)
 
 
 def cmd_adopt(args: argparse.Namespace, settings: Settings) -> int:
-    return _run_flow(settings, args.as_of, args.dry_run, adopt=True)
+    return _run_flow(settings, args.as_of, args.dry_run, adopt=True, allow_any_as_of=args.allow_any_as_of)
 
 
 def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
@@ -497,15 +546,20 @@ def parser() -> argparse.ArgumentParser:
     init = sub.add_parser("init-db", help="create or upgrade dueflow's own tables (the ledger), in place")
     init.add_argument("--with-sample-tables", action="store_true",
                       help="also create sample contracts, clients and invoices tables where missing")
-    run = sub.add_parser("run", help="run the nightly flow once")
+    run = sub.add_parser("run", help="run the nightly flow once",  # one usage line: an error is 2 lines
+                         usage="%(prog)s [-h] [--as-of DATE] [--dry-run] [--send-cap N] [--allow-any-as-of]")
     run.add_argument("--as-of", type=_as_of, help="business date YYYY-MM-DD (default: today)")
     run.add_argument("--dry-run", action="store_true", help="decide and render, write nothing")
+    run.add_argument("--allow-any-as-of", action="store_true", help="take an --as-of more than 31 days"
+                     " ahead or before the ledger's first night (a backfill; docs/parameters.md)")
     run.add_argument("--send-cap", type=_count, metavar="N",
                      help="at most N new emails per job in this run (most urgent first)")
     adopt = sub.add_parser("adopt", help="take over existing data: record everything due now"
                            " as handled, without sending")
     adopt.add_argument("--as-of", type=_as_of, help="business date YYYY-MM-DD (default: today)")
     adopt.add_argument("--dry-run", action="store_true", help="show what would be adopted")
+    adopt.add_argument("--allow-any-as-of", action="store_true",
+                       help="take any --as-of (docs/parameters.md)")
     sub.add_parser("demo", help="load sample data and run the flow on it")
     ledger = sub.add_parser("ledger", help="list ledger rows")
     ledger.add_argument("--status", choices=["pending", "sent", "failed", "adopted"])
@@ -542,7 +596,20 @@ def _without_secrets(text: str) -> str:
     return scrub(text, [s for name in URL_SETTINGS for s in url_secrets(os.environ.get(name, ""), name)])
 
 
+_COMMAND: list[bool] = []  # set when `dueflow` runs as a command, not called from Python
+
+
 def main(argv: list[str] | None = None) -> int:
+    _COMMAND[:] = [True] if argv is None else []
+    code = _main(argv)
+    if argv is None:  # the command itself, not a call from Python
+        from dueflow.flows.prefect_api import leave
+
+        leave(code)
+    return code
+
+
+def _main(argv: list[str] | None) -> int:
     args = parser().parse_args(argv)
     if args.command == "check":  # it reports bad settings itself, one line each
         return cmd_check(args)

@@ -8,24 +8,45 @@ this module: deploying, serving, a worker and the CLI load it in a fraction of a
 from __future__ import annotations
 
 from datetime import date
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from prefect import State, flow, get_run_logger
 from prefect.runtime import flow_run
 from prefect.task_runners import ThreadPoolTaskRunner
+from pydantic import Field
 
 from dueflow.blocks.settings import ConfigError, Settings
 from dueflow.tasks.core import defaults
+from dueflow.tasks.core import parameters as P
 from dueflow.tasks.core.defaults import DELIVERY_WORKERS
 from dueflow.tasks.core.locales import Locale
 
 if TYPE_CHECKING:
+    from sqlalchemy import Engine
+
     from dueflow.tasks.core.frames import pd
+    from dueflow.tasks.core.parameters import RunParameters
     from dueflow.tasks.core.render import Draft
     from dueflow.tasks.core.report import RunSummary
     from dueflow.tasks.jobs import JobSpec, RunContext
 
 __all__ = ["DELIVERY_WORKERS", "nightly_alerts"]
+
+
+def _shown(**schema: object) -> Field:
+    """Constraints the run form shows (its JSON schema) and tasks/core/parameters.py checks
+    with one line naming the parameter; pydantic is not asked to enforce them, as its error
+    would be a multi-line report instead."""
+    return Field(json_schema_extra=schema)
+
+
+Leads = Annotated[list[int], _shown(minItems=1, maxItems=P.MAX_LEADS, items={
+    "type": "integer", "minimum": 0, "maximum": P.MAX_LEAD_DAYS})]
+Delays = Annotated[list[int], _shown(minItems=P.DUNNING_STEP_COUNT, maxItems=P.DUNNING_STEP_COUNT, items={
+    "type": "integer", "minimum": 1, "maximum": P.MAX_DELAY_DAYS})]
+Attempts = Annotated[int, _shown(minimum=1, maximum=P.MAX_ATTEMPTS)]
+Backoff = Annotated[int, _shown(minimum=0, maximum=P.MAX_BACKOFF_MINUTES)]
+SendCap = Annotated[int | None, _shown(minimum=0, maximum=P.MAX_SEND_CAP)]
 
 
 def run_name() -> str:
@@ -41,19 +62,50 @@ def run_name() -> str:
     return f"{as_of}{mode}"
 
 
+def checked_parameters(**raw: object) -> RunParameters:
+    """The flow's parameters checked all together, before anything is read or written: one
+    ConfigError naming the first parameter out of range and what it allows."""
+    from dueflow.tasks.core.parameters import ParameterError, run_parameters
+
+    try:
+        return run_parameters(**raw)  # type: ignore[arg-type]
+    except ParameterError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def checked_as_of(as_of: date | None, settings: Settings, engine: Engine, allow_any: bool) -> date:
+    """The night to run: today in the business time zone when empty; otherwise refused (one
+    ConfigError) when it is more than 31 days ahead or before the ledger's first night,
+    unless allowed (parameter allow_any_as_of, or DUEFLOW_ALLOW_ANY_AS_OF)."""
+    from dueflow.tasks.adapters import db
+    from dueflow.tasks.core.parameters import ParameterError, as_of_window
+
+    today = settings.today()
+    if as_of is None:
+        return today
+    allow_any = allow_any or settings.allow_any_as_of
+    # Only a night before today can be before the ledger's first: today always may run.
+    first = db.first_night(engine) if isinstance(as_of, date) and as_of < today and not allow_any else None
+    try:
+        return as_of_window(as_of, today, first, allow_any)
+    except ParameterError as exc:
+        raise ConfigError(str(exc)) from None
+
+
 @flow(name="nightly-alerts", flow_run_name=run_name, persist_result=True,
       task_runner=ThreadPoolTaskRunner(max_workers=DELIVERY_WORKERS))
 def nightly_alerts(
     as_of: date | None = None,
     dry_run: bool = False,
-    renewal_leads: list[int] = list(defaults.RENEWAL_LEADS),  # noqa: B006 - Prefect copies it
+    renewal_leads: Leads = list(defaults.RENEWAL_LEADS),  # noqa: B006 - Prefect copies it
     renewal_locale: Locale = "en",
-    dunning_delays: list[int] = list(defaults.DUNNING_DELAYS),  # noqa: B006
+    dunning_delays: Delays = list(defaults.DUNNING_DELAYS),  # noqa: B006
     dunning_start: Literal["sent", "due"] = "sent",
-    retry_max_attempts: int = defaults.RETRY_MAX_ATTEMPTS,
-    retry_backoff_minutes: int = defaults.RETRY_BACKOFF_MINUTES,
-    send_cap: int | None = None,
+    retry_max_attempts: Attempts = defaults.RETRY_MAX_ATTEMPTS,
+    retry_backoff_minutes: Backoff = defaults.RETRY_BACKOFF_MINUTES,
+    send_cap: SendCap = None,
     adopt: bool = False,
+    allow_any_as_of: bool = False,
 ) -> State:
     """Send every renewal alert and invoice reminder due on a day exactly once: renewal
     alerts to contract owners before a contract renews, and payment reminders (then an
@@ -78,6 +130,9 @@ def nightly_alerts(
             the rest wait for a later run. Empty means no cap.
         adopt: Record everything due as already handled and send nothing: for taking
             over existing data without mailing it all at once.
+        allow_any_as_of: Take an as_of more than 31 days after today or before the ledger's
+            first night (a backfill, a test on dates of its own); otherwise such a night is
+            refused as a likely typo (docs/parameters.md).
 
     Returns:
         The run's final state, whose result — what a call of the flow returns — is the
@@ -86,31 +141,27 @@ def nightly_alerts(
     """
     from dueflow.tasks.adapters import db
     from dueflow.tasks.adapters.lock import run_lock
-    from dueflow.tasks.core.decide import normalise_leads
     from dueflow.tasks.core.report import RunSummary
-    from dueflow.tasks.deliver import DeliverySettings, retry_backoff
-    from dueflow.tasks.jobs import RunContext, RunParameters
+    from dueflow.tasks.deliver import DeliverySettings
+    from dueflow.tasks.jobs import RunContext
 
     settings = Settings.from_env().with_blocks()
     settings.check_templates()  # a broken DUEFLOW_TEMPLATES_DIR template: one line, nothing written
-    if send_cap is not None and send_cap < 0:
-        raise ConfigError(f"send_cap must be a non-negative number of emails, got {send_cap}")
-    if dunning_start not in ("sent", "due"):
-        raise ConfigError(f"dunning_start must be 'sent' or 'due', got {dunning_start!r}")
-    backoff = retry_backoff(retry_backoff_minutes)
-    params = RunParameters(tuple(normalise_leads(renewal_leads)), tuple(dunning_delays), dunning_start,
-                           renewal_locale, retry_max_attempts, send_cap, adopt, dry_run)
+    params = checked_parameters(
+        renewal_leads=renewal_leads, dunning_delays=dunning_delays, dunning_start=dunning_start,
+        renewal_locale=renewal_locale, retry_max_attempts=retry_max_attempts,
+        retry_backoff_minutes=retry_backoff_minutes, send_cap=send_cap, adopt=adopt, dry_run=dry_run)
     logger = get_run_logger()
-    if as_of is None:
-        as_of = settings.today()
-        logger.info("as_of empty: running for %s, today in %s", as_of, settings.timezone)
     # Every source relation found and every statement of the night planned, and dueflow's
     # own tables writable, before the first write: a shape dueflow cannot read is one line.
     database = db.open_database(settings)
+    if as_of is None:
+        logger.info("as_of empty: running for %s, today in %s", settings.today(), settings.timezone)
+    as_of = checked_as_of(as_of, settings, database.engine, allow_any_as_of)
     if not dry_run:
         db.preflight(database)
-    delivery = DeliverySettings(settings.mail_config(), settings.sender(), database, as_of, backoff,
-                                settings.smtp_max_failures)
+    delivery = DeliverySettings(settings.mail_config(), settings.sender(), database, as_of,
+                                params.retry_backoff, settings.smtp_max_failures)
     ctx = RunContext(settings, database, delivery, as_of, flow_run.get_id(), params)
     label_run(dry_run, adopt)
     if dry_run or not settings.run_lock:
@@ -121,7 +172,9 @@ def nightly_alerts(
             logger.warning("another dueflow run is active on this database; exiting")
             return finish(RunSummary(as_of=as_of, dry_run=False, flow_run_id=ctx.flow_run_id,
                                      skipped="another dueflow run is active on this database"))
+        tag_ledger(ctx)
         summary = guarded_run(ctx)
+        warnings += stale_runs(ctx)  # at the end: a run that released the lock has ended by now
     summary.warnings.extend(warnings)
     return finish(summary)
 
@@ -191,6 +244,7 @@ def read_sources(ctx: RunContext, job: JobSpec) -> dict[str, pd.DataFrame]:
 def report(ctx: RunContext, rows: pd.DataFrame, drafts: list[Draft], facts: pd.DataFrame) -> RunSummary:
     """The run's summary and artifacts. The work is recorded by now: losing the database
     here is worth a warning, not a failure."""
+    from dueflow.flows.prefect_api import unreachable
     from dueflow.tasks.adapters import db
     from dueflow.tasks.core.report import drafts_frame, summarize
     from dueflow.tasks.deliver import stopped_because
@@ -209,13 +263,21 @@ def report(ctx: RunContext, rows: pd.DataFrame, drafts: list[Draft], facts: pd.D
             warnings.append(f"could not read the ledger's unsettled rows after the run: {exc}")
     summary = summarize(ctx.as_of, ctx.params.dry_run, ctx.flow_run_id, rows, ledger_counts, unsettled,
                         drafts_frame(drafts), warnings, facts)
-    publish_report(summary)
+    if problem := unreachable():  # the client's retries would take minutes per artifact
+        summary.warnings.append(f"the Prefect API was lost during the run ({problem}): no artifacts;"
+                                " the ledger holds what was done (docs/prefect-api.md)")
+    else:
+        publish_report(summary)
     return summary
 
 
 def label_run(dry_run: bool, adopt: bool) -> None:
     """Tag a run that sends nothing, so that the UI can filter it out."""
     tags = ["dry-run"] if dry_run else ["adopt"] if adopt else []
+    add_tags(tags)
+
+
+def add_tags(tags: list[str]) -> None:
     run_id = flow_run.get_id()
     if not tags or run_id is None:
         return
@@ -223,6 +285,36 @@ def label_run(dry_run: bool, adopt: bool) -> None:
 
     with get_client(sync_client=True) as client:
         client.update_flow_run(run_id, tags=sorted({*flow_run.get_tags(), *tags}))
+
+
+def tag_ledger(ctx: RunContext) -> None:
+    """Once the run holds the ledger's run lock: tag it with the ledger (stale_runs)."""
+    from dueflow.flows.prefect_api import ledger_tag
+
+    try:
+        add_tags([ledger_tag(ctx.settings.database_url, ctx.settings.ledger_schema)])
+    except Exception as exc:  # the night does not depend on Prefect's bookkeeping
+        get_run_logger().warning("could not tag the run with its ledger: %s", type(exc).__name__)
+
+
+def stale_runs(ctx: RunContext) -> list[str]:
+    """At the end of a night, the ledger's run lock still held: every other run that held
+    it (tag_ledger) and that Prefect still shows 'Running' lost the API before it could
+    record its end — a live one would have recorded it while this night ran; it is marked
+    Crashed."""
+    from dueflow.flows.prefect_api import crash_stale_runs, ledger_tag, was_lost
+
+    if ctx.flow_run_id is None or was_lost():  # the client would retry for a minute
+        return []
+    try:
+        stale = crash_stale_runs(ctx.flow_run_id, ledger_tag(ctx.settings.database_url,
+                                                             ctx.settings.ledger_schema))
+    except Exception as exc:  # the night does not depend on Prefect's bookkeeping
+        return [f"could not look for stale runs in Prefect: {type(exc).__name__}"]
+    if stale:
+        get_run_logger().warning("marked %d stale run(s) Crashed: %s", len(stale), ", ".join(stale))
+    return [f"flow run {run_id} was left 'Running' by a lost Prefect API: marked Crashed (its emails"
+            " are in the ledger)" for run_id in stale]
 
 
 NEEDS_ATTENTION_EVENT = "dueflow.run.needs-attention"
@@ -235,8 +327,10 @@ def finish(summary: RunSummary) -> State:
     from prefect.events import emit_event
     from prefect.states import Completed
 
+    from dueflow.flows.prefect_api import end_if_lost, remember
     from dueflow.tasks.core.report import attention_payload, needs_person
 
+    remember(summary)  # what the CLI prints if the API is lost before the state is recorded
     log = get_run_logger()
     attention = needs_person(summary) and not summary.dry_run  # a preview changed nothing
     log.info("%s", summary.headline())  # at INFO: the CLI prints its own summary
@@ -249,5 +343,6 @@ def finish(summary: RunSummary) -> State:
                       "prefect.resource.role": "flow-run"}] if summary.flow_run_id else [],
             payload=attention_payload(summary),
         )
+    end_if_lost(summary)  # a command whose API is gone prints the summary and ends here
     return Completed(message=summary.headline(), data=summary,
                      name="Needs attention" if attention else "Completed")

@@ -33,13 +33,12 @@ from typing import TypeVar
 from prefect import task, unmapped
 from prefect.cache_policies import NO_CACHE
 
-from dueflow.blocks.settings import ConfigError
 from dueflow.tasks import progress
 from dueflow.tasks.adapters import db
 from dueflow.tasks.adapters.db import Database
 from dueflow.tasks.adapters.mail import BreakerOpen, MailConfig, ServerBreaker, Transport, open_transport
 from dueflow.tasks.core.addresses import Mailbox
-from dueflow.tasks.core.defaults import RETRY_BACKOFF_MAX_MINUTES, SMTP_MAX_CONNECTION_FAILURES
+from dueflow.tasks.core.defaults import SMTP_MAX_CONNECTION_FAILURES
 from dueflow.tasks.core.message import OutgoingEmail
 from dueflow.tasks.core.statuses import MailFault, RowStatus, SendStatus
 
@@ -125,16 +124,6 @@ def retry_time(now: datetime, backoff: timedelta) -> datetime:
     if backoff <= timedelta(0):
         return now
     return LATEST_RETRY if backoff >= LATEST_RETRY - now else now + backoff
-
-
-def retry_backoff(minutes: int) -> timedelta:
-    """The flow's `retry_backoff_minutes` as a timedelta, refused (ConfigError, before any
-    write) outside 0..RETRY_BACKOFF_MAX_MINUTES."""
-    if isinstance(minutes, bool) or not isinstance(minutes, int) or not (
-            0 <= minutes <= RETRY_BACKOFF_MAX_MINUTES):
-        raise ConfigError(f"retry_backoff_minutes must be a whole number of minutes from 0 to"
-                          f" {RETRY_BACKOFF_MAX_MINUTES} (30 days), got {minutes!r}")
-    return timedelta(minutes=minutes)
 
 
 class LedgerLost(Exception):

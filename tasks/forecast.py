@@ -24,7 +24,7 @@ from dueflow.blocks.settings import ConfigError, Settings
 from dueflow.tasks import steps
 from dueflow.tasks.adapters import db
 from dueflow.tasks.core import defaults
-from dueflow.tasks.core.decide import DunningStart, normalise_leads
+from dueflow.tasks.core.decide import DunningStart
 from dueflow.tasks.core.forecast import (
     forecast_rows,
     no_forecast_rows,
@@ -34,10 +34,20 @@ from dueflow.tasks.core.forecast import (
 from dueflow.tasks.core.frames import pd
 from dueflow.tasks.core.keys import Job
 from dueflow.tasks.core.llm_guard import DRAFTED_STEPS, reminders, template_draft
+from dueflow.tasks.core.parameters import (
+    MAX_FORECAST_DAYS,
+    ParameterError,
+    delays_of,
+    dunning_start_of,
+    forecast_days,
+    forecast_start,
+    leads_of,
+    locale_of,
+)
 from dueflow.tasks.core.render import Composed
 
 FORECAST_NOTE = "forecast: template paragraph (the LLM is never asked for a forecast)"
-MAX_DAYS = 366
+MAX_DAYS = MAX_FORECAST_DAYS
 
 
 def _subjects(composed: Composed) -> dict[str, str]:
@@ -60,15 +70,15 @@ def forecast(
     would send, one row each: night, job, key, step, recipient, name (vendor or client),
     amount, currency, subject. The parameters are the nightly flow's."""
     settings = settings or Settings.from_env()
-    if not 1 <= days <= MAX_DAYS:
-        raise ConfigError(f"a forecast covers 1 to {MAX_DAYS} nights, got {days}")
-    if dunning_start not in ("sent", "due"):
-        raise ConfigError(f"dunning_start must be 'sent' or 'due', got {dunning_start!r}")
-    try:
-        leads = tuple(normalise_leads(renewal_leads))
-    except ValueError as exc:
+    try:  # the nightly flow's own checks, with the forecast's own range of nights
+        days = forecast_days(days)
+        leads = leads_of(renewal_leads)
+        dunning_delays = delays_of(dunning_delays)
+        dunning_start = dunning_start_of(dunning_start)
+        renewal_locale = locale_of(renewal_locale)
+        start = forecast_start(start or settings.today())
+    except ParameterError as exc:
         raise ConfigError(str(exc)) from None
-    start = start or settings.today()
     database = db.open_database(settings)
     sender = settings.sender()
     escalation_to = settings.escalation_address()

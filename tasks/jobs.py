@@ -16,10 +16,11 @@ from dueflow.blocks.settings import LLMConfig, Settings
 from dueflow.tasks.adapters import db
 from dueflow.tasks.adapters.db import Database
 from dueflow.tasks.core.addresses import Mailbox
-from dueflow.tasks.core.decide import Decision, DunningStart, most_urgent_first
+from dueflow.tasks.core.decide import Decision, most_urgent_first
 from dueflow.tasks.core.defaults import DELIVERY_WORKERS
 from dueflow.tasks.core.frames import pd
 from dueflow.tasks.core.keys import Job
+from dueflow.tasks.core.parameters import RunParameters
 from dueflow.tasks.core.render import Composed, Prepared
 from dueflow.tasks.core.report import concat_rows, key_rows, no_rows
 from dueflow.tasks.core.statuses import LedgerStatus, RowStatus
@@ -40,20 +41,6 @@ from dueflow.tasks.steps import (
     retry_failed,
     store_messages,
 )
-
-
-@dataclass(frozen=True)
-class RunParameters:
-    """The flow's parameters, checked."""
-
-    leads: tuple[int, ...]
-    delays: tuple[int, ...]
-    dunning_start: DunningStart
-    renewal_locale: str
-    retry_max_attempts: int
-    send_cap: int | None  # at most this many new emails per job; the rest wait a night
-    adopt: bool  # record what is due as handled ('adopted') and send nothing
-    dry_run: bool  # decide and render on the same path; write and send nothing
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,9 @@ os.environ.update({name: os.environ.get(name, "false") for name in [
         "EVENT_PERSISTER", "EVENT_LOGGER", "TRIGGERS", "SCHEDULER", "LATE_RUNS", "FOREMAN",
         "CANCELLATION_CLEANUP", "PAUSE_EXPIRATIONS", "REPOSSESSOR", "DB_VACUUM")),
     "PREFECT_SERVER_EVENTS_STREAM_OUT_ENABLED"]})
+# The tests run on fixed nights (2027): every run of the session may take any as_of, as a
+# backfill may (docs/parameters.md); tests/e2e/test_run_edges.py turns it off to test the window.
+os.environ["DUEFLOW_ALLOW_ANY_AS_OF"] = "on"
 
 import uuid
 from collections.abc import Callable, Iterator
@@ -196,7 +199,7 @@ def dueflow_cli(monkeypatch, capsys, prefect_server, tmp_path) -> Callable[..., 
     from dueflow.flows.cli import main
 
     def run(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> CliResult:
-        for name in [n for n in os.environ if n.startswith("DUEFLOW_")]:
+        for name in [n for n in os.environ if n.startswith("DUEFLOW_") and n != "DUEFLOW_ALLOW_ANY_AS_OF"]:
             monkeypatch.delenv(name)
         for name, value in (env or {}).items():
             if name != "PYTHONPATH":
@@ -228,7 +231,7 @@ def prefect_server_process(tmp_path_factory) -> Iterator[tuple[str, dict[str, st
 
     home = tmp_path_factory.mktemp("prefect-server")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "DUEFLOW_"))}
-    env |= {"PREFECT_HOME": str(home), "PREFECT_UI_ENABLED": "false",
+    env |= {"PREFECT_HOME": str(home), "DUEFLOW_ALLOW_ANY_AS_OF": "on", "PREFECT_UI_ENABLED": "false",
             "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "PREFECT_LOGGING_LEVEL": "WARNING",
             # The recorder's writes make the SQLite-backed API answer 503 (and clients
             # sleep) while several runs create task runs; tests read what they need.

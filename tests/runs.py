@@ -20,7 +20,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def start(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.Popen:
-    full = {k: v for k, v in os.environ.items() if not k.startswith("DUEFLOW_")} | env
+    full = {k: v for k, v in os.environ.items()
+            if not k.startswith("DUEFLOW_") or k == "DUEFLOW_ALLOW_ANY_AS_OF"} | env
     full["PYTHONPATH"] = str(ROOT)
     return subprocess.Popen([sys.executable, "-m", "dueflow.flows.cli", *args], env=full, cwd=cwd,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -714,6 +714,12 @@ def unsettled_counts(engine: Engine) -> dict[str, int]:
         str(state): int(n) for state, n in frame.itertuples(index=False)}
 
 
+def first_night(engine: Engine) -> date | None:
+    """The `as_of` of the ledger's earliest row, or None for an empty ledger."""
+    value = read_frame(engine, statement("first_night"), {})["first_night"].iloc[0]
+    return None if value is None or pd.isna(value) else date.fromisoformat(str(value)[:10])
+
+
 def unsent_of_run(engine: Engine, flow_run_id: str) -> list[str]:
     """The pending rows of one run that were never handed to SMTP."""
     return read_frame(engine, statement("unsent_of_run"), {"run": flow_run_id})["key"].tolist()

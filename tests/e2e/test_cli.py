@@ -16,7 +16,8 @@ from tests.smtp_server import free_port
 
 
 def dueflow(*args: str, cwd: Path, env: dict[str, str] | None = None, timeout: int = 120):
-    full_env = {k: v for k, v in os.environ.items() if not k.startswith("DUEFLOW_")}
+    full_env = {k: v for k, v in os.environ.items()
+                if not k.startswith("DUEFLOW_") or k == "DUEFLOW_ALLOW_ANY_AS_OF"}
     full_env |= {"HOME": str(cwd), **(env or {})}
     return subprocess.run(
         [sys.executable, "-m", "dueflow.flows.cli", *args], cwd=cwd, env=full_env, text=True,
