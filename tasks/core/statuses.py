@@ -62,7 +62,8 @@ class RowStatus(StrEnum):
 
 
 # What an operator must look at first, in order.
-ATTENTION_ORDER = (RowStatus.PENDING, RowStatus.BOUNCED, RowStatus.FAILED, RowStatus.NOT_SENT, RowStatus.QUARANTINED,
+ATTENTION_ORDER = (RowStatus.PENDING, RowStatus.BOUNCED, RowStatus.FAILED, RowStatus.NOT_SENT,
+                   RowStatus.QUARANTINED,
                    RowStatus.PENDING_EARLIER, RowStatus.FAILED_EARLIER, RowStatus.NO_LONGER_DUE,
                    RowStatus.DEFERRED, RowStatus.SENT, RowStatus.WOULD_SEND, RowStatus.ADOPTED,
                    RowStatus.ALREADY_HANDLED)
