@@ -66,3 +66,32 @@ def finish(summary: IntakeSummary) -> State:
                    payload={"headline": summary.headline(), **summary.counts()})
     return Completed(message=summary.headline(), data=summary,
                      name="Needs attention" if attention else "Completed")
+
+
+def command(args: object, settings: Settings, user_error: type[Exception]) -> int:
+    """`dueflow bounces` (flows/cli.py): run the intake once and print what it did, or list
+    what is recorded (`--list`, `--kept`) without reading the mailbox."""
+    from dueflow.tasks.adapters import db
+    from dueflow.tasks.adapters.mailbox import MailboxError
+
+    engine = db.engine_for(settings.database_url, settings.db_lock_timeout, settings.ledger_schema)
+    if getattr(args, "list", False) or getattr(args, "kept", False):
+        frame = db.kept_reports(engine) if getattr(args, "kept", False) else db.bounce_reports(engine)
+        print(frame.fillna("").to_string(index=False) if not frame.empty else "Nothing recorded.")
+        return 0
+    if settings.bounce_mailbox() is None and not settings.bounce_block:
+        raise user_error("no bounce mailbox: set DUEFLOW_BOUNCE_URL (imaps://user:pass@host/INBOX or"
+                         " maildir:///path) or DUEFLOW_BOUNCE_BLOCK")
+    try:
+        summary = ingest_bounces()
+    except MailboxError as exc:
+        raise user_error(f"{exc}; nothing was marked (run `dueflow bounces` again)") from None
+    for key in summary.marked:
+        print(f"bounced  {key}")
+    for row in summary.kept.itertuples(index=False):
+        print(f"kept     {row.reason}: {row.detail} ({row.source})")
+    print(summary.headline())
+    if summary.marked or summary.ledger_bounced:
+        print("Fix the address, then `dueflow resolve KEY --as failed`: the next run sends it once"
+              " (list: `dueflow ledger --status bounced`).")
+    return 0

@@ -192,7 +192,7 @@ def report(ctx: RunContext, rows: pd.DataFrame, drafts: list[Draft], facts: pd.D
     """The run's summary and artifacts. The work is recorded by now: losing the database
     here is worth a warning, not a failure."""
     from dueflow.tasks.adapters import db
-    from dueflow.tasks.core.report import drafts_frame, summarize
+    from dueflow.tasks.core.report import bounced_rows, concat_rows, drafts_frame, summarize
     from dueflow.tasks.steps import publish_report
 
     warnings: list[str] = []
@@ -202,6 +202,7 @@ def report(ctx: RunContext, rows: pd.DataFrame, drafts: list[Draft], facts: pd.D
         try:
             ledger_counts = db.unsettled_counts(ctx.database.engine)
             unsettled = db.unsettled_rows(ctx.database.engine)
+            rows = concat_rows([rows, bounced_rows(db.bounced_rows(ctx.database.engine))])
         except Exception as exc:
             if not db.transient(exc):
                 raise
