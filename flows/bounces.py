@@ -43,7 +43,7 @@ def ingest_bounces(batch: int = 100) -> State:
     if batch < 1:
         raise ConfigError(f"batch must be at least 1, got {batch}")
     database = db.open_database(settings, sources=False)
-    summary = bounces.intake(database, config, batch)
+    summary = bounces.intake(database, config, batch, recorder=bounces.record_batch)
     bounced = db.bounced_rows(database.engine)
     create_markdown_artifact(key="dueflow-bounces", markdown=bounces.markdown(summary, bounced))
     return finish(summary)

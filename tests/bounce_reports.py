@@ -7,8 +7,8 @@ bounce, a report about a message never sent, a forged one, malformed MIME, an en
 from __future__ import annotations
 
 from dataclasses import dataclass
-from email.utils import format_datetime
 from datetime import UTC, datetime
+from email.utils import format_datetime
 
 DEFAULT_DATE = datetime(2027, 1, 8, 6, 30, tzinfo=UTC)
 
@@ -58,6 +58,7 @@ def postfix(original: Original, *, when: datetime | None = None, delayed: bool =
              + f"\r\n<{original.recipient}>: host mx.example.org[192.0.2.7] said: {diagnostic}"
                " (in reply to RCPT TO command)\r\n")
     boundary = "A1B2C3D4E5.1767767400/mail.dueflow.test"
+    subject = "Delayed Mail (still being retried)" if delayed else "Undelivered Mail Returned to Sender"
     if body:
         last = (f"Content-Description: Undelivered Message\r\nContent-Type: message/rfc822\r\n\r\n"
                 f"{original.headers()}\r\n{body}\r\n")
@@ -68,7 +69,7 @@ def postfix(original: Original, *, when: datetime | None = None, delayed: bool =
         f"Return-Path: <>\r\n"
         f"Date: {_date(when)}\r\n"
         f"From: MAILER-DAEMON@mail.dueflow.test (Mail Delivery System)\r\n"
-        f"Subject: {'Delayed Mail (still being retried)' if delayed else 'Undelivered Mail Returned to Sender'}\r\n"
+        f"Subject: {subject}\r\n"
         f"To: {original.sender}\r\n"
         f"Auto-Submitted: auto-replied\r\n"
         f"MIME-Version: 1.0\r\n"

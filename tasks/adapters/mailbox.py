@@ -210,11 +210,29 @@ class ImapMailbox(BounceMailbox):
         cfg = self.config
         return f"imap://{cfg.host}/{cfg.folder};UIDVALIDITY={self._uidvalidity}/;UID={uid}"
 
+    @contextlib.contextmanager
+    def _talking(self, doing: str) -> Iterator[None]:
+        """A connection dropped or a refusal mid-conversation: one line; the connection is
+        dropped (a rerun starts afresh)."""
+        try:
+            yield
+        except MailboxError:
+            raise
+        except Exception as exc:
+            self._client = None
+            raise MailboxError(f"the bounce mailbox {self.config.describe()}: {doing} failed:"
+                               f" {type(exc).__name__}: {_one_line(exc)}") from None
+
     def unprocessed(self) -> list[str]:
         criteria = ["UNKEYWORD", PROCESSED_KEYWORD] if self.config.processed == "flag" else ["ALL"]
-        return [str(uid) for uid in sorted(self.client.search(criteria))]
+        with self._talking("searching"):
+            return [str(uid) for uid in sorted(self.client.search(criteria))]
 
     def fetch(self, refs: Sequence[str]) -> list[Fetched]:
+        with self._talking("reading"):
+            return self._fetch(refs)
+
+    def _fetch(self, refs: Sequence[str]) -> list[Fetched]:
         if not refs:
             return []
         part = f"BODY.PEEK[]<0.{MAX_REPORT_BYTES}>"
@@ -233,6 +251,10 @@ class ImapMailbox(BounceMailbox):
         return fetched
 
     def mark(self, refs: Sequence[str]) -> None:
+        with self._talking("marking processed messages"):
+            self._mark(refs)
+
+    def _mark(self, refs: Sequence[str]) -> None:
         if not refs:
             return
         uids = [int(r) for r in refs]
