@@ -298,3 +298,19 @@ def test_any_runs_over_any_interleaving_equal_one_run_over_all(tmp_path_factory,
     assert state(many) == state(once)
     for url in (once, many):
         db.engine_for(url).dispose()
+
+
+def test_dueflow_check_verifies_the_bounce_mailbox_without_a_secret(dovecot, tmp_path):
+    from dueflow.tasks.check import run_checks
+
+    dovecot.deliver(br.postfix(original(KEYS[0])))
+    env = {"DUEFLOW_DATABASE_URL": f"sqlite:///{tmp_path / 'none.db'}", "DUEFLOW_MAIL_URL": f"file://{tmp_path}",
+           "DUEFLOW_BOUNCE_URL": dovecot.url, "DUEFLOW_BOUNCE_ADDRESS": "bounces@dueflow.test"}
+    lines = [c.line() for c in run_checks(env) if c.item == "bounce mailbox"]
+    assert len(lines) == 1 and lines[0].startswith("ok") and "logged in as 'bounces'" in lines[0]
+    assert "bounces come back to bounces@dueflow.test" in lines[0]
+    wrong = env | {"DUEFLOW_BOUNCE_URL": dovecot.url.replace("imap-s3cret-Pw", "Wr0ng-Secret")}
+    text = "\n".join(c.line() for c in run_checks(wrong))
+    assert "problem  bounce mailbox:" in text and "Wr0ng-Secret" not in text and "imap-s3cret-Pw" not in text
+    (flags,) = dovecot.flags()
+    assert b"\\Seen" not in flags and b"DueflowProcessed" not in flags
