@@ -54,7 +54,10 @@ def test_a_bounce_holds_the_reminders_escalates_and_is_sent_again_once(run_env, 
     box.close()
     intake = ingest_bounces()
     assert intake.marked == [KEY] and intake.hard == 1
-    assert ingest_bounces().read == 0  # read once
+    again = dueflow_cli("bounces", env=env)  # read once: the command finds nothing new
+    assert again.returncode == 0 and "nothing new" in again.stdout and "1 bounced row(s)" in again.stdout
+    ahead = dueflow_cli("forecast", "--from", day(8).isoformat(), "--days", "7", "--format", "csv", env=env)
+    assert "OVERDUE" in ahead.stdout and "REMINDED_2" not in ahead.stdout
     engine = db.engine_for(url)
     assert db.ledger_status(engine, [KEY]) == {KEY: "bounced"}
 
@@ -96,3 +99,13 @@ def test_a_bounce_holds_the_reminders_escalates_and_is_sent_again_once(run_env, 
     assert received.count(KEY) == 2 and "dunning/inv-b/REMINDED_2" not in received
     assert ingest_bounces().read == 0  # the old report never applies to the new delivery
     assert db.ledger_status(engine, [KEY]) == {KEY: "sent"}
+
+
+def test_a_bad_bounce_url_is_one_line_without_its_password(dueflow_cli, cli_env):
+    bad = cli_env | {"DUEFLOW_BOUNCE_URL": "pop3://bounces:Very-Secret-9@mail.example/INBOX"}
+    result = dueflow_cli("bounces", env=bad)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.count("\n") == 1 and "DUEFLOW_BOUNCE_URL" in result.stderr
+    assert "Very-Secret-9" not in result.stderr + result.stdout and "***" in result.stderr
+    none = dueflow_cli("bounces", env=cli_env)
+    assert none.returncode == 2 and "no bounce mailbox" in none.stderr
