@@ -21,7 +21,7 @@ from typing import Literal
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from dueflow.blocks.settings import ConfigError, redact_url
-from dueflow.tasks.core.bounces import MAX_REPORT_BYTES
+from dueflow.tasks.core.defaults import MAX_REPORT_BYTES
 
 PROCESSED_KEYWORD = "DueflowProcessed"
 MAILDIR_FLAG = "S"  # Maildir's "seen": the mark a processed message carries

@@ -25,12 +25,10 @@ from email.message import Message
 from email.utils import parsedate_to_datetime
 from enum import StrEnum
 
+from dueflow.tasks.core.defaults import MAX_REPORT_BYTES
 from dueflow.tasks.core.frames import pd
 from dueflow.tasks.core.statuses import BOUNCEABLE
 
-# Bytes of a report that are read: the delivery-status part and the quoted headers come
-# first; the rest of an enormous report (a 30 MB attachment sent back) is never held.
-MAX_REPORT_BYTES = 1_000_000
 DIAGNOSTIC_CHARS = 300
 
 
