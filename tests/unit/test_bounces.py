@@ -171,3 +171,19 @@ def test_a_report_is_dated_by_itself_not_by_when_it_is_read():
     later = br.DEFAULT_DATE + timedelta(days=3)
     assert parse_report(br.exim(ORIGINAL, when=later), "x").seen_at == later.astimezone(UTC)
     assert parse_report(br.exim(ORIGINAL), "x").seen_at == datetime(2027, 1, 8, 6, 30, tzinfo=UTC)
+
+
+def test_every_run_lists_bounced_rows_under_needs_attention_and_the_event_counts_them():
+    from dueflow.tasks.core.report import attention_payload, bounced_rows, markdown, needs_person, summarize
+
+    ledger_rows = pd.DataFrame({"key": [KEY], "job": ["dunning"], "recipient": ["old@clients.example"],
+                                "error": ["bounced: 5.1.1 550 5.1.1 User unknown"]})
+    summary = summarize(date(2027, 1, 13), False, None, bounced_rows(ledger_rows), {"bounced": 1})
+    assert (summary.bounced, summary.ledger_bounced) == (1, 1) and needs_person(summary)
+    assert attention_payload(summary)["bounced"] == 1
+    text = markdown(summary)
+    needs = text.split("## Needs attention")[1]
+    assert "| bounced |" in needs and "bounced: 5.1.1 550 5.1.1 User unknown" in needs
+    assert f"fix the address, then `dueflow resolve {KEY} --as failed`" in needs
+    quiet = summarize(date(2027, 1, 13), False, None, bounced_rows(ledger_rows.iloc[0:0]), {})
+    assert quiet.bounced == 0 and not needs_person(quiet) and attention_payload(quiet)["bounced"] == 0
