@@ -314,3 +314,20 @@ def test_dueflow_check_verifies_the_bounce_mailbox_without_a_secret(dovecot, tmp
     assert "problem  bounce mailbox:" in text and "Wr0ng-Secret" not in text and "imap-s3cret-Pw" not in text
     (flags,) = dovecot.flags()
     assert b"\\Seen" not in flags and b"DueflowProcessed" not in flags
+
+
+def test_a_batch_committed_but_not_marked_changes_nothing_when_read_again(db_url, tmp_path):
+    """The run died between the commit and the mark: the next run reads the same messages."""
+    sent_rows(db_url)
+    root = maildir_with(tmp_path / "Maildir", list(the_mix().values()))
+    config = parse_bounce_url(f"maildir://{root}")
+    database = db.Database(db_url)
+    with open_mailbox(config) as box:
+        fetched = box.fetch(box.unprocessed())
+    first = bounces.record(database, fetched)  # committed; the process dies before marking
+    assert sorted(first["marked"]) == sorted(KEYS[:5]) and first["already"] == 0
+    before = state(db_url)
+    rerun = bounces.intake(database, config)
+    assert (rerun.read, rerun.already_recorded, rerun.marked, len(rerun.kept)) == (10, 10, [], 0)
+    assert state(db_url) == before
+    assert_the_mix_applied(db_url)
