@@ -141,8 +141,9 @@ def prefect_server() -> Iterator[str]:
 
     # Heartbeats detect crashed runs in production; here their thread only adds up
     # to a second to the end of every flow run.
+    # A fresh server migrates its database first: on a loaded machine that took over 60 s.
     with (
-        prefect_test_harness(server_startup_timeout=60),
+        prefect_test_harness(server_startup_timeout=300),
         temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}),
     ):
         yield str(PREFECT_API_URL.value())
