@@ -8,7 +8,7 @@ Register them once per Prefect server:
 Name a block in the environment and it overrides the matching variables:
 DUEFLOW_DATABASE_BLOCK (DueflowDatabase), DUEFLOW_MAIL_BLOCK (prefect-email's
 EmailServerCredentials), DUEFLOW_LLM_BLOCK (DueflowLLM), DUEFLOW_EMAIL_BLOCK (DueflowEmail),
-DUEFLOW_SOURCES_BLOCK (DueflowSources).
+DUEFLOW_SOURCES_BLOCK (DueflowSources), DUEFLOW_BOUNCE_BLOCK (DueflowBounceMailbox).
 """
 
 from __future__ import annotations
@@ -58,3 +58,12 @@ class DueflowSources(Block):
 
     _block_type_name = "Dueflow Sources"
     mapping: str = Field(description="The mapping, in TOML: [invoices] relation = \"…\" …")
+
+
+class DueflowBounceMailbox(Block):
+    """The mailbox bounces arrive at (DUEFLOW_BOUNCE_BLOCK; docs/bounces.md)."""
+
+    _block_type_name = "Dueflow Bounce Mailbox"
+    url: SecretStr = Field(description="imaps://user:pass@host/INBOX, or maildir:///path")
+    address: str | None = Field(default=None, description="The envelope sender (MAIL FROM) whose"
+                                " bounces arrive there, e.g. bounces@acme.example")

@@ -119,6 +119,11 @@ class Settings:
     sources_file: str | None = None  # DUEFLOW_SOURCES_FILE: the mapping (TOML)
     sources_block: str | None = None  # DUEFLOW_SOURCES_BLOCK: a DueflowSources block holding it
     sources_text: str | None = field(default=None, repr=False)  # the block's mapping, once loaded
+    # Bounce intake (docs/bounces.md): the mailbox bounces arrive at, and the envelope
+    # sender (MAIL FROM) that sends them there; DUEFLOW_BOUNCE_BLOCK overrides both.
+    bounce_url: str | None = field(default=None, repr=False)  # DUEFLOW_BOUNCE_URL: may hold a password
+    bounce_address: str | None = None  # DUEFLOW_BOUNCE_ADDRESS
+    bounce_block: str | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -150,6 +155,9 @@ class Settings:
             ledger_schema=_schema_name(env, "DUEFLOW_LEDGER_SCHEMA"),
             sources_file=(env.get("DUEFLOW_SOURCES_FILE") or "").strip() or None,
             sources_block=(env.get("DUEFLOW_SOURCES_BLOCK") or "").strip() or None,
+            bounce_url=(env.get("DUEFLOW_BOUNCE_URL") or "").strip() or None,
+            bounce_address=(env.get("DUEFLOW_BOUNCE_ADDRESS") or "").strip() or None,
+            bounce_block=(env.get("DUEFLOW_BOUNCE_BLOCK") or "").strip() or None,
         )
         from dueflow.blocks.urls import read_url
 
@@ -160,7 +168,17 @@ class Settings:
         settings.escalation_address()
         settings.email_look()
         settings.source_mapping()
+        settings.bounce_mailbox()
         return settings
+
+    def bounce_mailbox(self) -> Any:
+        """DUEFLOW_BOUNCE_URL parsed (tasks.adapters.mailbox.BounceConfig), or None when no
+        bounce mailbox is configured; a bad URL is one ConfigError line, its password masked."""
+        if not self.bounce_url:
+            return None
+        from dueflow.tasks.adapters.mailbox import parse_bounce_url
+
+        return parse_bounce_url(self.bounce_url)
 
     def source_mapping(self) -> SourceMapping:
         """The mapping of the source relations (DUEFLOW_SOURCES_FILE, or the text of the
@@ -210,6 +228,14 @@ class Settings:
             block = load_block(DueflowSources, self.sources_block)
             settings = replace(settings, sources_text=block.mapping)
             settings.source_mapping()
+        if self.bounce_block:
+            from dueflow.blocks.prefect_blocks import DueflowBounceMailbox
+
+            block = load_block(DueflowBounceMailbox, self.bounce_block)
+            settings = replace(settings, bounce_url=block.url.get_secret_value(),
+                               bounce_address=block.address or settings.bounce_address)
+            settings.bounce_mailbox()
+            settings.sender()
         if self.email_block:
             from dueflow.blocks.prefect_blocks import DueflowEmail
 
@@ -253,7 +279,13 @@ class Settings:
             except ValueError:
                 raise ConfigError(f"DUEFLOW_MAIL_FROM_NAME={self.mail_from_name!r} is not a usable"
                                   " name: one line, no angle brackets, at most 200 characters") from None
-        return Sender(mailbox.address, name, reply_to=reply_to, timezone=self.timezone)
+        envelope = None
+        if self.bounce_address:  # MAIL FROM: bounces go there, replies to Reply-To
+            try:
+                envelope = parse_mailbox(self.bounce_address, "DUEFLOW_BOUNCE_ADDRESS").address
+            except ValueError as exc:
+                raise ConfigError(str(exc)) from None
+        return Sender(mailbox.address, name, reply_to=reply_to, timezone=self.timezone, envelope=envelope)
 
     def email_look(self) -> EmailLook:
         """What the emails say about the company (name, signature, how to pay, who to ask)

@@ -22,7 +22,8 @@ from dueflow.blocks.settings import ConfigError
 
 Parser = Literal["sqlalchemy", "urlsplit"]
 # The parser of each URL setting; a setting not named here is read by urlsplit.
-URL_SETTINGS: dict[str, Parser] = {"DUEFLOW_DATABASE_URL": "sqlalchemy", "DUEFLOW_MAIL_URL": "urlsplit"}
+URL_SETTINGS: dict[str, Parser] = {"DUEFLOW_DATABASE_URL": "sqlalchemy", "DUEFLOW_MAIL_URL": "urlsplit",
+                                   "DUEFLOW_BOUNCE_URL": "urlsplit"}
 MASK = "***"
 # Query parameters that carry a secret (psycopg's ?password=, ?sslpassword=, tokens).
 _SECRET_PARAMETER = re.compile(r"pass|secret|token|key", re.IGNORECASE)
@@ -101,7 +102,7 @@ def _read_sqlalchemy(url: str, setting: str) -> ReadUrl:
 
 
 def _read_standard(url: str, setting: str) -> ReadUrl:
-    if url.startswith("file://"):
+    if url.startswith(("file://", "maildir://", "mbox://")):  # a path: no host, no secret
         return ReadUrl(url, ())
     try:
         parts = urlsplit(url)

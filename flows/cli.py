@@ -367,6 +367,10 @@ def attention_lines(summary: object) -> list[str]:
                      " attempts (list: `dueflow ledger --status failed`).")
     if unsent:
         lines.append(f"Ledger: {unsent} never handed to SMTP — the next run sends them.")
+    if bounced := getattr(summary, "ledger_bounced", 0):
+        lines.append(f"Ledger needs attention: {bounced} bounced — accepted, then reported undeliverable:"
+                     " fix the address, then `dueflow resolve KEY… --as failed` (list: `dueflow ledger"
+                     " --status bounced`).")
     return lines
 
 
@@ -456,8 +460,17 @@ def cmd_resolve(args: argparse.Namespace, settings: Settings) -> int:
     refused = 0
     for key in keys:
         state = before.get(key)
-        if state is None or state not in ("claimed", "unclaimed"):
-            print(f"{key}: not pending ({state or 'not in the ledger'}): left as it is", file=sys.stderr)
+        if state == "bounced":  # docs/bounces.md: after fixing the address
+            if db.resolve_bounced(engine, key, args.outcome, note):
+                print(f"{key}: bounced → {args.outcome}; " + (
+                    "it will not be sent again." if args.outcome == "sent" else
+                    "a later run sends it again, once, rendered for the address as it is now."))
+            else:
+                print(f"{key}: changed meanwhile: left as it is", file=sys.stderr)
+                refused += 1
+        elif state is None or state not in ("claimed", "unclaimed"):
+            print(f"{key}: not pending or bounced ({state or 'not in the ledger'}): left as it is",
+                  file=sys.stderr)
             refused += 1
         elif state == "unclaimed" and args.outcome == "sent":
             print(f"{key}: never handed to SMTP, so it cannot have been sent: left pending"
@@ -502,6 +515,10 @@ def cmd_invoices(args: argparse.Namespace, settings: Settings) -> int:
         for row in history.itertuples(index=False):
             print(f"{row.as_of}  {row.step:<10}  {row.status:<7}  attempts={row.attempts}"
                   f"  to {row.recipient}" + (f"  ({row.error})" if row.error else ""))
+            for report in db.bounce_reports(engine, row.key).itertuples(index=False):
+                print(f"            {report.kind} bounce {str(report.seen_at)[:19]}:"
+                      f" {report.status_code or ''} {report.diagnostic or ''}".rstrip()
+                      + ("  (settled)" if report.settled_at else ""))
         return 0
     database = db.open_database(settings)
     state = db.extract_frame(engine, database.source_statement("invoice_state"), {})
@@ -511,6 +528,14 @@ def cmd_invoices(args: argparse.Namespace, settings: Settings) -> int:
         return 0
     print(state.fillna("").to_string(index=False) if not state.empty else "No invoices.")
     return 0
+
+
+def cmd_bounces(args: argparse.Namespace, settings: Settings) -> int:
+    _check_ready(settings, sources=False)
+    _quiet_prefect()
+    from dueflow.flows.bounces import command
+
+    return command(args, settings, UserError)
 
 
 COMMANDS: dict[str, Callable[[argparse.Namespace, Settings], int]] = {
@@ -523,6 +548,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, Settings], int]] = {
     "adopt": cmd_adopt,
     "quarantine": cmd_quarantine,
     "forecast": cmd_forecast,
+    "bounces": lambda args, settings: cmd_bounces(args, settings),
 }
 
 
@@ -562,7 +588,7 @@ def parser() -> argparse.ArgumentParser:
                        help="take any --as-of (docs/parameters.md)")
     sub.add_parser("demo", help="load sample data and run the flow on it")
     ledger = sub.add_parser("ledger", help="list ledger rows")
-    ledger.add_argument("--status", choices=["pending", "sent", "failed", "adopted"])
+    ledger.add_argument("--status", choices=["pending", "sent", "failed", "adopted", "bounced"])
     ledger.add_argument("--job", choices=["renewal", "dunning"])
     ledger.add_argument("--since", type=_as_of, metavar="DATE", help="rows reserved on or after this date")
     ledger.add_argument("--until", type=_as_of, metavar="DATE", help="rows reserved on or before this date")
@@ -586,6 +612,10 @@ def parser() -> argparse.ArgumentParser:
     invoices = sub.add_parser("invoices", help="each invoice's dunning state, or one's history")
     invoices.add_argument("--id", help="show the dunning history of this invoice")
     invoices.add_argument("--json", action="store_true", help="JSON lines instead of a table")
+    bounces = sub.add_parser("bounces", help="read the bounce mailbox and mark the rows that bounced"
+                             " (docs/bounces.md)")
+    bounces.add_argument("--list", action="store_true", help="list the bounce reports recorded; read nothing")
+    bounces.add_argument("--kept", action="store_true", help="list the messages kept aside; read nothing")
     return top
 
 

@@ -246,7 +246,7 @@ def report(ctx: RunContext, rows: pd.DataFrame, drafts: list[Draft], facts: pd.D
     here is worth a warning, not a failure."""
     from dueflow.flows.prefect_api import unreachable
     from dueflow.tasks.adapters import db
-    from dueflow.tasks.core.report import drafts_frame, summarize
+    from dueflow.tasks.core.report import bounced_rows, concat_rows, drafts_frame, summarize
     from dueflow.tasks.deliver import stopped_because
     from dueflow.tasks.steps import publish_report
 
@@ -257,6 +257,7 @@ def report(ctx: RunContext, rows: pd.DataFrame, drafts: list[Draft], facts: pd.D
         try:
             ledger_counts = db.unsettled_counts(ctx.database.engine)
             unsettled = db.unsettled_rows(ctx.database.engine)
+            rows = concat_rows([rows, bounced_rows(db.bounced_rows(ctx.database.engine))])
         except Exception as exc:
             if not db.transient(exc):
                 raise

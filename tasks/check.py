@@ -65,7 +65,8 @@ def _reason(exc: BaseException) -> str:
 VARIABLES = ("DUEFLOW_DATABASE_URL", "DUEFLOW_MAIL_URL", "DUEFLOW_TIMEZONE", "DUEFLOW_MAIL_FROM",
              "DUEFLOW_ESCALATION_TO", "DUEFLOW_DB_LOCK_TIMEOUT",
              "DUEFLOW_SMTP_CONNECT_TIMEOUT", "DUEFLOW_SMTP_REPLY_TIMEOUT", "DUEFLOW_SMTP_MAX_FAILURES",
-             "DUEFLOW_SOURCE_SCHEMA", "DUEFLOW_LEDGER_SCHEMA", "DUEFLOW_SOURCES_FILE")
+             "DUEFLOW_SOURCE_SCHEMA", "DUEFLOW_LEDGER_SCHEMA", "DUEFLOW_SOURCES_FILE", "DUEFLOW_BOUNCE_URL",
+             "DUEFLOW_BOUNCE_ADDRESS")
 
 
 def check_settings(env: dict[str, str]) -> tuple[list[Check], Settings | None]:
@@ -345,6 +346,28 @@ def check_mail(settings: Settings) -> Check:
                  " accepted (nothing sent)")
 
 
+def check_bounces(settings: Settings) -> Check | None:
+    """The bounce mailbox, when one is configured: log in and find the folder (IMAP), or
+    find the Maildir or mbox; no message is read or marked (docs/bounces.md)."""
+    from dueflow.tasks.adapters.mailbox import MailboxError, open_mailbox
+
+    if not settings.bounce_url:
+        return None
+    item = "bounce mailbox"
+    try:
+        config = settings.bounce_mailbox()
+    except ConfigError as exc:
+        return Check(item, False, str(exc), "correct DUEFLOW_BOUNCE_URL")
+    try:
+        with open_mailbox(replace(config, timeout=min(config.timeout, TIMEOUT))) as box:
+            detail = box.check()
+    except MailboxError as exc:
+        return Check(item, False, str(exc), "correct DUEFLOW_BOUNCE_URL (user, password, host, folder)")
+    envelope = settings.sender().envelope_address
+    return Check(item, True, f"{config.describe()}: {detail}; bounces come back to {envelope}"
+                 + ("" if settings.bounce_address else " (set DUEFLOW_BOUNCE_ADDRESS to send them here)"))
+
+
 def _smtp_error(exc: smtplib.SMTPResponseException) -> str:
     error = exc.smtp_error
     return (error.decode(errors="replace") if isinstance(error, bytes) else str(error)).strip()
@@ -455,9 +478,11 @@ def _secrets(settings: Settings | None, env: dict[str, str]) -> list[str]:
 
     values = [env.get("OPENAI_API_KEY", ""), env.get("PREFECT_API_KEY", "")]
     urls = [("DUEFLOW_DATABASE_URL", env.get("DUEFLOW_DATABASE_URL", "")),
-            ("DUEFLOW_MAIL_URL", env.get("DUEFLOW_MAIL_URL", ""))]
+            ("DUEFLOW_MAIL_URL", env.get("DUEFLOW_MAIL_URL", "")),
+            ("DUEFLOW_BOUNCE_URL", env.get("DUEFLOW_BOUNCE_URL", ""))]
     if settings is not None:
-        urls += [("DUEFLOW_DATABASE_URL", settings.database_url), ("DUEFLOW_MAIL_URL", settings.mail_url)]
+        urls += [("DUEFLOW_DATABASE_URL", settings.database_url), ("DUEFLOW_MAIL_URL", settings.mail_url),
+                 ("DUEFLOW_BOUNCE_URL", settings.bounce_url or "")]
         values.append(settings.llm.api_key if settings.llm else "")
     for setting, url in urls:
         values += url_secrets(url, setting)  # as the parser that connects reads them
@@ -497,7 +522,7 @@ def run_checks(env: dict[str, str] | None = None,
         return results
     block_check, settings = check_blocks(settings)
     done(block_check)
-    for check in (check_database, check_mail, check_llm, check_templates):
+    for check in (check_database, check_mail, check_bounces, check_llm, check_templates):
         try:
             outcome = check(settings)
             for one in outcome if isinstance(outcome, list) else [outcome]:

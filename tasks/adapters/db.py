@@ -708,9 +708,10 @@ def unsettled_rows(engine: Engine, limit: int = 50) -> pd.DataFrame:
 
 def unsettled_counts(engine: Engine) -> dict[str, int]:
     """How many rows of the whole ledger are in doubt (`pending`, handed to SMTP), `failed`,
-    or never handed to SMTP (`unsent`: pending without a claim, sent by the next run)."""
+    or never handed to SMTP (`unsent`: pending without a claim, sent by the next run), and
+    how many bounced."""
     frame = read_frame(engine, statement("unsettled_counts"), {})
-    return {"pending": 0, "failed": 0, "unsent": 0} | {
+    return {"pending": 0, "failed": 0, "unsent": 0, "bounced": 0} | {
         str(state): int(n) for state, n in frame.itertuples(index=False)}
 
 
@@ -791,3 +792,73 @@ def preflight(database: Database) -> None:
         if transient(exc):
             raise
         raise ConfigError(database_problem(exc, "dueflow cannot write its own tables")) from None
+
+
+# --------------------------------------------------------------------------- bounces
+# Bounce intake (docs/bounces.md): what a batch of delivery status notifications changes,
+# in one transaction each, so that a rerun after any failure finishes the job.
+
+
+def bounce_candidates(engine: Engine, message_ids: Sequence[str]) -> pd.DataFrame:
+    """key, message_id, status, sending_at of the ledger rows with these Message-IDs."""
+    if not message_ids:
+        return pd.DataFrame(columns=["key", "message_id", "status", "sending_at"])
+    return read_frame(engine, statement("bounce_candidates", dialect(engine)),
+                      {"ids": _key_list(engine, list(message_ids))})
+
+
+def bounces_seen(engine: Engine, report_ids: Sequence[str]) -> set[str]:
+    """The reports of these that are already recorded (matched or kept aside)."""
+    if not report_ids:
+        return set()
+    frame = read_frame(engine, statement("bounce_seen", dialect(engine)),
+                       {"ids": _key_list(engine, list(report_ids))})
+    return set(frame["report_id"])
+
+
+def _stamped(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    records = frame.astype(object).where(frame.notna(), None).to_dict("records")
+    for record in records:
+        if isinstance(record.get("seen_at"), datetime):
+            record["seen_at"] = utc_stamp(record["seen_at"])
+    return records
+
+
+def record_bounces(engine: Engine, bounces: pd.DataFrame, kept: pd.DataFrame) -> list[str]:
+    """Record matched reports and the ones kept aside, and mark the rows their hard
+    bounces are about `bounced` — one transaction: all of it or nothing. Returns the keys
+    marked now (none twice: a row already bounced is not marked again)."""
+    with writing(engine) as conn:
+        if not bounces.empty:
+            conn.execute(text(statement("bounce_record")), _stamped(bounces))
+        if not kept.empty:
+            conn.execute(text(statement("bounce_keep")), _stamped(kept))
+        marked = [row[0] for row in conn.execute(text(statement("bounce_rows")))]
+        conn.execute(text(statement("bounce_reason")))
+    return marked
+
+
+def resolve_bounced(engine: Engine, key: str, outcome: str, note: str) -> bool:
+    """An operator settles a bounced row: `failed` (a later run sends it again, rendered
+    anew) or `sent`; its bounces no longer apply to it."""
+    with writing(engine) as conn:
+        changed = conn.execute(text(statement("resolve_bounced")),
+                               {"key": key, "outcome": outcome, "note": note}).rowcount == 1
+        if changed:
+            conn.execute(text(statement("bounce_settle")), {"key": key})
+        return changed
+
+
+def bounced_rows(engine: Engine, limit: int = 200) -> pd.DataFrame:
+    """The oldest bounced rows of the whole ledger (key, job, recipient, error)."""
+    return read_frame(engine, statement("bounced_rows"), {"limit": limit})
+
+
+def bounce_reports(engine: Engine, key: str | None = None) -> pd.DataFrame:
+    """The bounce reports recorded (for one key), oldest first."""
+    return read_frame(engine, statement("bounces_of"), {"key": key})
+
+
+def kept_reports(engine: Engine) -> pd.DataFrame:
+    """The messages of the bounce mailbox kept aside, most recent first."""
+    return read_frame(engine, statement("bounce_kept_list"), {})

@@ -280,7 +280,7 @@ class SmtpTransport(Transport):
         the server's reply to MAIL FROM; raises what connecting or logging in raises."""
         conn = self._connect()
         try:
-            code, reply = conn.mail(self.sender.address)
+            code, reply = conn.mail(getattr(self.sender, "envelope_address", self.sender.address))
             conn.rset()
             return _smtp_text(code, reply)
         finally:
@@ -327,7 +327,7 @@ class SmtpTransport(Transport):
                 self._conn = self._connect()
             conn = self._conn
             phase = "MAIL"
-            code, reply = conn.mail(self.sender.address)
+            code, reply = conn.mail(getattr(self.sender, "envelope_address", self.sender.address))
             if code != 250:
                 return self._refused(phase, code, reply)
             phase = "RCPT"

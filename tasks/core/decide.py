@@ -33,6 +33,7 @@ from dueflow.tasks.core.statuses import (
     INVOICE_DUNNED,
     INVOICE_ENDED,
     STEP_DONE,
+    LedgerStatus,
 )
 from dueflow.tasks.core.text import invalid_utf8, one_line
 from dueflow.tasks.core.validate import as_dates, first_reason, flag_values, quote
@@ -307,7 +308,7 @@ def current_dunning_steps(history: pd.DataFrame) -> pd.DataFrame:
     date of the run that got it out, or that reserved it while it is not out — and
     whether it is done (sent or adopted), which the next step waits for."""
     columns = {"current_rank": pd.Series(dtype="int64"), "step_date": pd.Series(dtype="datetime64[ns]"),
-               "step_done": pd.Series(dtype="bool")}
+               "step_done": pd.Series(dtype="bool"), "step_bounced": pd.Series(dtype="bool")}
     if history.empty:
         return pd.DataFrame(columns, index=pd.Index([], dtype="string", name="subject_id"))
     ordered = history.assign(subject_id=history["subject_id"].astype("string"),
@@ -320,6 +321,8 @@ def current_dunning_steps(history: pd.DataFrame) -> pd.DataFrame:
         "step_date": as_dates(attempted.astype("string").fillna(last["as_of"].astype("string"))),
         "step_done": last["status"].astype("string").isin([s.value for s in STEP_DONE]).fillna(False)
         if "status" in last else True,
+        "step_bounced": (last["status"].astype("string") == LedgerStatus.BOUNCED).fillna(False)
+        if "status" in last else False,
     })
 
 
@@ -463,7 +466,8 @@ def due_dunning_steps(
     history: subject_id, step_rank, as_of, attempt_as_of, status — the steps in the ledger.
     `delays[k]` is the wait, in days, from step k (0 = SENT) to step k + 1; SENT is dated
     by `sent_at` (`start="sent"`) or by `due_date` (`start="due"`). A step that is not
-    sent (or adopted) holds the invoice: no later step is due while it is pending or failed.
+    sent (or adopted) holds the invoice: no later step is due while it is pending or failed;
+    after a bounced reminder, only the escalation is (the client could not be reached).
     """
     if len(delays) != len(DUNNING_STEPS) or min(delays) < 1:
         # A zero delay would let a repeated run on the same day take the next step.
@@ -473,18 +477,21 @@ def due_dunning_steps(
     current = current_dunning_steps(history).reindex(_text(rows, "id"))
     rank = current["current_rank"].fillna(0).astype("int64").to_numpy()
     done = current["step_done"].fillna(True).astype(bool).to_numpy()  # SENT is always done
+    # A client step that bounced: the client cannot be reached, so no later reminder goes
+    # out; when the next step would be due, the escalation is, in its place.
+    bounced = current["step_bounced"].fillna(False).astype(bool).to_numpy() & (rank < len(DUNNING_STEPS))
     step_date = pd.Series(current["step_date"].to_numpy(), index=rows.index).where(rank > 0, inv.start_date)
     days_in_step = (pd.Timestamp(as_of) - step_date).dt.days
     wait = pd.Series(np.asarray([*delays, 0])[np.minimum(rank, len(delays))], index=rows.index)
-    due = (inv.participating & (rank < len(DUNNING_STEPS)) & done
+    due = (inv.participating & (rank < len(DUNNING_STEPS)) & (done | bounced)
            & (days_in_step >= wait).fillna(False).astype(bool))
-    overdue = due & (rank == len(DUNNING_STEPS) - 1)
+    overdue = due & ((rank == len(DUNNING_STEPS) - 1) | bounced)
     reason = inv.reason.mask(inv.reason.isna() & overdue & (not _escalation_ok(escalation_to)),
                              ESCALATION_NEEDED)
 
     good = due & reason.isna()
-    step = pd.Series(rank + 1, index=rows.index).clip(upper=len(DUNNING_STEPS)).map(
-        lambda r: DunningStep.of_rank(r).value)
+    step = pd.Series(np.where(bounced, len(DUNNING_STEPS), rank + 1), index=rows.index).clip(
+        upper=len(DUNNING_STEPS)).map(lambda r: DunningStep.of_rank(r).value)
     previous_by = (pd.Timestamp(as_of) - pd.to_timedelta(wait, unit="D")).dt.strftime("%Y-%m-%d")
     decided = _dunning_rows(inv, good, step, escalation_to, previous_by, days_in_step)
     return Decision(due=decided.reset_index(drop=True).loc[:, list(DUNNING_COLUMNS)],

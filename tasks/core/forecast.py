@@ -21,7 +21,7 @@ from dueflow.tasks.core.statuses import LedgerStatus
 FORECAST_COLUMNS = ("night", "job", "key", "step", "recipient", "name", "amount", "currency",
                     "subject")
 RENEWAL_HISTORY_COLUMNS = ("subject_id", "cycle", "handled_rank")
-DUNNING_HISTORY_COLUMNS = ("subject_id", "step", "step_rank", "as_of", "attempt_as_of", "status")
+DUNNING_HISTORY_COLUMNS = ("subject_id", "step", "step_rank", "as_of", "attempt_as_of", "status", "bounce")
 
 
 def with_reserved_renewals(history: pd.DataFrame, reserved: pd.DataFrame) -> pd.DataFrame:

@@ -56,6 +56,12 @@ class Sender(Mailbox):
 
     reply_to: Mailbox | None = None
     timezone: str | None = None  # an IANA name; None: the machine's local zone
+    # The envelope sender (MAIL FROM, DUEFLOW_BOUNCE_ADDRESS): where bounces go; None: From.
+    envelope: str | None = None
+
+    @property
+    def envelope_address(self) -> str:
+        return self.envelope or self.address
 
 
 @cache

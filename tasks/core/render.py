@@ -180,11 +180,13 @@ _OUTCOMES = {
     "en": {LedgerStatus.SENT: "sent",
            LedgerStatus.ADOPTED: "handled before dueflow took over (not sent by dueflow)",
            LedgerStatus.PENDING: "handed to the mail server, delivery not confirmed",
-           LedgerStatus.FAILED: "not sent (failed)"},
+           LedgerStatus.FAILED: "not sent (failed)",
+           LedgerStatus.BOUNCED: "bounced: the client could not be reached"},
     "es": {LedgerStatus.SENT: "enviado",
            LedgerStatus.ADOPTED: "gestionado antes de dueflow (no enviado por dueflow)",
            LedgerStatus.PENDING: "entregado al servidor de correo, sin confirmar",
-           LedgerStatus.FAILED: "no enviado (falló)"},
+           LedgerStatus.FAILED: "no enviado (falló)",
+           LedgerStatus.BOUNCED: "devuelto: no se pudo contactar con el cliente"},
 }
 
 
@@ -220,6 +222,7 @@ def dunning_context(*, step: str, invoice_id: str, number: str, amount: str, cur
     outcomes = _OUTCOMES.get(locale, _OUTCOMES["en"])
     earlier = [s for s in history if int(DunningStep(s["step"]).rank) < rank]
     sent = [s for s in earlier if s["status"] == LedgerStatus.SENT]
+    bounced = [s for s in earlier if s["status"] == LedgerStatus.BOUNCED]
     number_text = str(number)
     return _common(locale, look, as_of) | _due_facts(due_date, as_of, locale) | {
         "reminder": rank,  # 1: first reminder, 2: second, 3: the escalation
@@ -233,8 +236,14 @@ def dunning_context(*, step: str, invoice_id: str, number: str, amount: str, cur
         "client_email": str(client_email or ""),
         "history": [{"label": labels.get(int(DunningStep(s["step"]).rank), s["step"]),
                      "date": long_date(date.fromisoformat(s["as_of"]), locale),
-                     "outcome": outcomes.get(s["status"], s["status"])} for s in earlier],
+                     "outcome": outcomes.get(s["status"], s["status"])
+                     + (f" ({str(s['bounce']).removeprefix('bounced: ')})" if s.get("bounce") else "")}
+                    for s in earlier],
         "previous_date": long_date(date.fromisoformat(sent[-1]["as_of"]), locale) if sent else "",
+        # A reminder bounced: the client could not be reached (the escalation says so, and why).
+        "unreachable": bool(bounced),
+        "bounce_reason": str(bounced[-1].get("bounce") or "").removeprefix("bounced: ") if bounced else "",
+        "bounced_date": long_date(date.fromisoformat(bounced[-1]["as_of"]), locale) if bounced else "",
         "paragraph": paragraph,
         "payment_instructions": look.payment_instructions.strip(),
         "payment_link": look.payment_url(number_text, str(invoice_id), str(amount), str(currency)),
@@ -360,7 +369,8 @@ def reminder_history(history: pd.DataFrame) -> dict[str, list[dict[str, str]]]:
     dates = attempted.astype("string").fillna(ordered["as_of"].astype("string")).str.slice(0, 10)
     ordered = ordered.assign(step_date=dates)
     return {
-        str(invoice): [{"step": str(r.step), "as_of": str(r.step_date), "status": str(r.status)}
+        str(invoice): [{"step": str(r.step), "as_of": str(r.step_date), "status": str(r.status),
+                        "bounce": "" if pd.isna(getattr(r, "bounce", None)) else str(r.bounce)}
                        for r in rows.itertuples(index=False)]
         for invoice, rows in ordered.groupby("subject_id", sort=False)
     }

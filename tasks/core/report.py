@@ -29,6 +29,14 @@ def key_rows(job: str, frame: pd.DataFrame, status: RowStatus | pd.Series,
                          "status": status, "detail": detail, "retry": retry}).reindex(columns=ROW_COLUMNS)
 
 
+def bounced_rows(ledger: pd.DataFrame) -> pd.DataFrame:
+    """Summary rows for the ledger's bounced rows (key, job, recipient, error): listed by
+    every run until an operator settles them, as pending rows are."""
+    if ledger.empty:
+        return no_rows()
+    return key_rows(ledger["job"], ledger, RowStatus.BOUNCED, ledger["error"].astype("string"))
+
+
 def no_rows() -> pd.DataFrame:
     return pd.DataFrame(columns=list(ROW_COLUMNS))
 
@@ -38,12 +46,12 @@ def concat_rows(parts: Sequence[pd.DataFrame]) -> pd.DataFrame:
     return pd.concat(kept, ignore_index=True) if kept else no_rows()
 COUNT_NAMES = ("due", "won", "already_handled", "retried", "sent", "failed", "pending", "not_sent",
                "quarantined", "deferred", "adopted", "no_longer_due", "failed_earlier",
-               "pending_earlier")
+               "pending_earlier", "bounced")
 _COUNTED = {"sent": RowStatus.SENT, "failed": RowStatus.FAILED, "pending": RowStatus.PENDING,
             "not_sent": RowStatus.NOT_SENT, "quarantined": RowStatus.QUARANTINED,
             "deferred": RowStatus.DEFERRED, "adopted": RowStatus.ADOPTED,
             "no_longer_due": RowStatus.NO_LONGER_DUE, "failed_earlier": RowStatus.FAILED_EARLIER,
-            "pending_earlier": RowStatus.PENDING_EARLIER}
+            "pending_earlier": RowStatus.PENDING_EARLIER, "bounced": RowStatus.BOUNCED}
 # Statuses of a key this run reserved (or would have, in a dry run).
 _WON = (RowStatus.SENT, RowStatus.FAILED, RowStatus.PENDING, RowStatus.NOT_SENT, RowStatus.WOULD_SEND)
 
@@ -75,6 +83,10 @@ class RunSummary:
     ledger_pending: int = 0  # whole ledger: handed to SMTP, outcome unknown — an operator's
     ledger_failed: int = 0  # whole ledger: failed (retried by later runs unless exhausted)
     ledger_unsent: int = 0  # whole ledger: never handed to SMTP — the next run sends them
+    # Bounced rows of the whole ledger (accepted, then reported undeliverable), each listed
+    # in `rows` as RowStatus.BOUNCED until an operator settles it (docs/bounces.md).
+    bounced: int = 0
+    ledger_bounced: int = 0
     skipped: str | None = None  # why the run did nothing (another run held the lock)
     warnings: list[str] = field(default_factory=list)  # e.g. the database lost after the work
     rows: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(ROW_COLUMNS)))
@@ -178,6 +190,7 @@ def summarize(
         ledger_pending=ledger_counts.get("pending", 0),
         ledger_failed=ledger_counts.get("failed", 0),
         ledger_unsent=ledger_counts.get("unsent", 0),
+        ledger_bounced=ledger_counts.get("bounced", 0),
         warnings=list(warnings or []),
         rows=rows.reset_index(drop=True),
         unsettled=pd.DataFrame() if unsettled is None else unsettled,
@@ -239,12 +252,15 @@ COUNT_LABELS = {
     "failed_earlier": "failed in an earlier run, not retried tonight",
     "pending_earlier": "pending since an earlier run",
     "already_handled": "already handled by earlier runs",
+    "bounced": "bounced: accepted, then reported undeliverable (all runs)",
 }
 WHAT_TO_DO = {
     RowStatus.PENDING: "check the mail server's log, then `dueflow resolve {key} --as sent` (or failed)",
     RowStatus.FAILED: "a later run retries it; `dueflow ledger --status failed` lists them",
     RowStatus.NOT_SENT: "nothing: the next run sends it",
     RowStatus.QUARANTINED: "fix the source row; the next run picks it up (`dueflow quarantine`)",
+    RowStatus.BOUNCED: "fix the address, then `dueflow resolve {key} --as failed` (the next run sends"
+                       " it once)",
 }
 
 
@@ -257,7 +273,7 @@ def escalations(summary: RunSummary) -> int:
 def needs_person(summary: RunSummary) -> bool:
     """Whether the run ended with something a person must look at (the event's trigger)."""
     return bool(summary.failed or summary.pending or summary.not_sent or summary.quarantined
-                or escalations(summary) or summary.warnings)
+                or summary.bounced or escalations(summary) or summary.warnings)
 
 
 def count_line(rows: pd.DataFrame) -> str:
@@ -278,7 +294,8 @@ def attention_payload(summary: RunSummary) -> dict[str, Any]:
     event"): counts only, no addresses or amounts."""
     return {"as_of": summary.as_of.isoformat(), "headline": summary.headline(),
             "failed": summary.failed, "pending": summary.pending, "not_sent": summary.not_sent,
-            "quarantined": summary.quarantined, "escalations": escalations(summary),
+            "quarantined": summary.quarantined, "bounced": summary.bounced,
+            "escalations": escalations(summary),
             "ledger_pending": summary.ledger_pending, "ledger_failed": summary.ledger_failed,
             "warnings": len(summary.warnings)}
 

@@ -15,10 +15,16 @@ class LedgerStatus(StrEnum):
     SENT = "sent"
     FAILED = "failed"  # known not sent; retried under the bounded policy unless permanent
     ADOPTED = "adopted"  # recorded as handled when dueflow took over existing data; never sent
+    # Accepted by the relay, then reported undeliverable (a hard bounce matched to the row by
+    # its Message-ID and key): not delivered. Only bounce intake sets it (sql/bounce_rows).
+    BOUNCED = "bounced"
 
 
 # A dunning step in one of these lets the next step become due (the hold rule).
 STEP_DONE = (LedgerStatus.SENT, LedgerStatus.ADOPTED)
+# Rows a delivery status notification may be about: handed to SMTP and accepted (or maybe
+# accepted: pending with a claim), or already bounced by another report.
+BOUNCEABLE = (LedgerStatus.SENT, LedgerStatus.PENDING, LedgerStatus.BOUNCED)
 
 
 class SendStatus(StrEnum):
@@ -61,14 +67,17 @@ class RowStatus(StrEnum):
     WOULD_SEND = "would send"  # dry run
     DEFERRED = "deferred"  # held back by the send cap; a later run sends it
     ADOPTED = "adopted"
+    BOUNCED = "bounced"  # accepted earlier, then reported undeliverable: not delivered
 
 
 # What an operator must look at first, in order.
-ATTENTION_ORDER = (RowStatus.PENDING, RowStatus.FAILED, RowStatus.NOT_SENT, RowStatus.QUARANTINED,
+ATTENTION_ORDER = (RowStatus.PENDING, RowStatus.BOUNCED, RowStatus.FAILED, RowStatus.NOT_SENT,
+                   RowStatus.QUARANTINED,
                    RowStatus.PENDING_EARLIER, RowStatus.FAILED_EARLIER, RowStatus.NO_LONGER_DUE,
                    RowStatus.DEFERRED, RowStatus.SENT, RowStatus.WOULD_SEND, RowStatus.ADOPTED,
                    RowStatus.ALREADY_HANDLED)
-NEEDS_ATTENTION = (RowStatus.PENDING, RowStatus.FAILED, RowStatus.NOT_SENT, RowStatus.QUARANTINED)
+NEEDS_ATTENTION = (RowStatus.PENDING, RowStatus.BOUNCED, RowStatus.FAILED, RowStatus.NOT_SENT,
+                   RowStatus.QUARANTINED)
 
 # Source statuses (public contract).
 CONTRACT_ACTIVE = "active"

@@ -193,7 +193,7 @@ def test_report_tells_pending_rows_never_handed_to_smtp(db_url, smtp_sink):
              if line.startswith("| pending | `")}
     assert "never handed to SMTP" in lines[key("lost")]
     assert "never handed to SMTP" not in lines[key("unknown")]
-    assert db.unsettled_counts(engine) == {"pending": 1, "failed": 0, "unsent": 1}
+    assert db.unsettled_counts(engine) == {"pending": 1, "failed": 0, "unsent": 1, "bounced": 0}
 
 
 def test_a_retry_goes_where_the_data_now_says(run_env, smtp_sink):

@@ -122,6 +122,18 @@ def test_prefect_yaml_deploys_from_a_fresh_clone_with_its_schedule_limit_and_for
     assert form["renewal_locale"]["enum"] == ["en", "es"]
 
 
+def test_prefect_yaml_deploys_the_bounce_intake_hourly_under_its_own_limit(deployed):
+    deploy = _prefect("--no-prompt", "deploy", "--name", "bounces", env=deployed.env)
+    assert deploy.returncode == 0, deploy.stdout + deploy.stderr
+    d = httpx.get(f"{deployed.api}/deployments/name/ingest-bounces/bounces", timeout=10).json()
+    schedule = d["schedules"][0]["schedule"]
+    assert (schedule["cron"], schedule["timezone"]) == ("15 * * * *", "Europe/Madrid")
+    assert d["global_concurrency_limit"]["limit"] == 1
+    nightly = deployed.deployment["global_concurrency_limit"]
+    assert d["global_concurrency_limit"]["id"] != nightly["id"]  # its own limit, not the night's
+    assert d["entrypoint"] == "flows/bounces.py:ingest_bounces"
+
+
 def test_a_run_from_the_form_sends_once_and_explains_itself(deployed):
     dry = deployed.finished(deployed.start_run(as_of=str(AS_OF), dry_run=True))
     assert dry["state_type"] == "COMPLETED" and deployed.sink.keys() == []

@@ -51,8 +51,8 @@ def test_the_summary_says_its_headline_once_and_no_zero_count(run):
     for name, value in summary.counts().items():
         line = f"- **{value}** {COUNT_LABELS[name]}"
         assert (line in text.splitlines()) == bool(value)
-    attention = rows["status"].isin([RowStatus.PENDING, RowStatus.FAILED, RowStatus.NOT_SENT,
-                                     RowStatus.QUARANTINED])
+    attention = rows["status"].isin([RowStatus.PENDING, RowStatus.BOUNCED, RowStatus.FAILED,
+                                     RowStatus.NOT_SENT, RowStatus.QUARANTINED])
     assert ("## Needs attention" in text) == bool(attention.any())
     assert needs_person(summary) == bool(attention.any())
     # Every table line has its five cells: no cell text (pipes, newlines) breaks the table.
@@ -69,8 +69,8 @@ def test_the_table_lists_problems_first_with_human_columns_and_no_handled_keys(r
     assert tuple(table.columns) == TABLE_COLUMNS
     assert RowStatus.ALREADY_HANDLED not in set(table["status"])
     assert len(table) == int((rows["status"] != RowStatus.ALREADY_HANDLED).sum())
-    problems = table["status"].isin([RowStatus.PENDING, RowStatus.FAILED, RowStatus.NOT_SENT,
-                                     RowStatus.QUARANTINED]).tolist()
+    problems = table["status"].isin([RowStatus.PENDING, RowStatus.BOUNCED, RowStatus.FAILED,
+                                     RowStatus.NOT_SENT, RowStatus.QUARANTINED]).tolist()
     assert problems == sorted(problems, reverse=True)  # every problem before any other row
     assert (table["subject"] == "Subject " + table["key"]).all()  # every key here has an email
 

@@ -1,0 +1,9 @@
+-- An operator settles a bounced row: `failed` (the address is fixed: a later run sends it
+-- again — a retry renders its message anew from the source rows as they are now and keeps
+-- the address that bounced as previous_recipient; its attempts are counted anew) or `sent`
+-- (it did reach the client after all).
+UPDATE dueflow_ledger
+SET status = :outcome, error = :note, permanent = false, retry_after = NULL,
+    attempts = CASE WHEN :outcome = 'failed' THEN 0 ELSE attempts END,
+    sending_at = NULL, claim_token = NULL, updated_at = CURRENT_TIMESTAMP
+WHERE key = :key AND status = 'bounced'
