@@ -365,6 +365,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", choices=("seeds", "dueflow"), default="", help="run one side only")
     parser.add_argument("--profile-dir", default=None, help="cProfile the nothing-new night into this folder")
     parser.add_argument("--as-of", type=date.fromisoformat, default=AS_OF)
+    parser.add_argument("--tree", default=None,
+                        help="a directory holding another dueflow tree as dueflow/ (e.g. the code before a"
+                             " change): `dueflow run` imports it (PYTHONPATH)")
     parser.add_argument("--generate-only", action="store_true", help="make (or check) the data and stop")
     parser.add_argument("--json", default="bench/out/nights.json")
     args = parser.parse_args(argv)
@@ -379,13 +382,16 @@ def main(argv: list[str] | None = None) -> int:
         "DUEFLOW_MAIL_FROM": MAIL_FROM, "DUEFLOW_ESCALATION_TO": ESCALATION_TO, "DUEFLOW_TIMEZONE": "UTC",
     }
     env.pop("OPENAI_API_KEY", None)
+    if args.tree:
+        env["PYTHONPATH"] = str(Path(args.tree).resolve())
     os.environ.update({k: v for k, v in env.items() if k.startswith("DUEFLOW_")})
     urls = {label: ensure_data(shape, label, args.as_of, args.reuse_data) for label, shape in shapes.items()}
     if args.generate_only:
         return 0
     machine = machine_line(next(iter(urls.values()))[0])
     log(f"machine: {machine}")
-    results: dict[str, Any] = {"machine": machine, "shapes": {}, "as_of": args.as_of.isoformat()}
+    results: dict[str, Any] = {"machine": machine, "shapes": {}, "as_of": args.as_of.isoformat(),
+                               "tree": args.tree or "working tree"}
     server = PrefectServer()
     try:
         log(f"prefect server start: up in {server.wait():.1f} s (not counted)")
