@@ -40,6 +40,9 @@ BASE_URL = "postgresql+psycopg2://postgres@127.0.0.1:5432/"
 AS_OF = date(2027, 6, 15)
 SHAPE_VERSION = 1  # bump when the generated data changes
 NIGHTS = ("first", "again", "steady")
+# The least any flow run costs as a process: interpreter, `from prefect import flow`, a run
+# recorded by the server (its states, the client's start and stop), nothing else.
+EMPTY_FLOW = "from prefect import flow\nflow(name='empty')(lambda: None)()"
 MAIL_FROM, ESCALATION_TO = "alerts@dueflow.bench", "escalations@dueflow.bench"
 
 
@@ -323,6 +326,10 @@ def median(runs: list[dict[str, Any]], field: str) -> float | None:
 
 def report(results: dict[str, Any], machine: str) -> str:
     lines = [f"machine: {machine}", ""]
+    if results.get("floor"):
+        lines += [f"empty Prefect flow run as a process (the floor): median"
+                  f" {statistics.median(r['seconds'] for r in results['floor']):.2f} s of"
+                  f" {[r['seconds'] for r in results['floor']]}", ""]
     header = (f"{'scale':6} {'night':7} {'seeds s':>8} {'dueflow s':>10} {'seeds/dueflow':>14}"
               f" {'naive s':>8} {'naive/dueflow':>14} {'RSS dueflow':>12} {'RSS seeds':>10}")
     lines += [header, "-" * len(header)]
@@ -368,6 +375,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tree", default=None,
                         help="a directory holding another dueflow tree as dueflow/ (e.g. the code before a"
                              " change): `dueflow run` imports it (PYTHONPATH)")
+    parser.add_argument("--floor", type=int, default=0, metavar="N",
+                        help="also time N empty Prefect flow runs as processes (the floor of any flow)")
+    parser.add_argument("--floor-only", action="store_true", help="only the floor (with --floor N)")
     parser.add_argument("--generate-only", action="store_true", help="make (or check) the data and stop")
     parser.add_argument("--json", default="bench/out/nights.json")
     args = parser.parse_args(argv)
@@ -396,9 +406,14 @@ def main(argv: list[str] | None = None) -> int:
     try:
         log(f"prefect server start: up in {server.wait():.1f} s (not counted)")
         env["PREFECT_API_URL"] = server.url
+        if args.floor:
+            runs = [timed([sys.executable, "-c", EMPTY_FLOW], env) for _ in range(args.floor)]
+            results["floor"] = [r.__dict__ for r in runs]
+            log(f"empty Prefect flow run as a process: {[r.seconds for r in runs]} s"
+                f" (exit {[r.returncode for r in runs]})")
         with SinkProcess() as sink:
             env["DUEFLOW_MAIL_URL"] = sink.url
-            for label, (url, generated) in urls.items():
+            for label, (url, generated) in ({} if args.floor_only else urls).items():
                 results["shapes"][label] = {
                     "shape": shapes[label].__dict__, "generated_seconds": generated,
                     "nights": measure_shape(label, url, args.as_of, args.runs, env, sink,
