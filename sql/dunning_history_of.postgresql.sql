@@ -1,0 +1,4 @@
+-- sql/dunning_history for the invoices of sql/dunning_candidates only (their ids).
+SELECT l.subject_id, l.step, l.step_rank, l.as_of, l.attempt_as_of, l.status
+FROM dueflow_ledger l
+WHERE l.job = 'dunning' AND l.subject_id = ANY(CAST(:ids AS text[]))
