@@ -1,5 +1,5 @@
 -- SQLite flavour of extract_contracts.postgresql.sql (dates read through date(); the
--- leads as a JSON array through json_each).
+-- leads as a JSON array through json_each); the same two branches.
 WITH picked AS MATERIALIZED (
     SELECT c.id, c.vendor, c.title, c.amount, c.amount_minor, c.currency, date(c.renewal_date) AS renewal_date,
            c.notify_email, c.status,
@@ -7,8 +7,15 @@ WITH picked AS MATERIALIZED (
             WHERE date(c.renewal_date) >= :as_of
               AND CAST(l.value AS integer) >= julianday(date(c.renewal_date)) - julianday(:as_of)) AS lead
     FROM contracts c
-    WHERE /*include contract_may_be_due*/
-       OR id IN (SELECT id FROM contracts WHERE /*include contract_may_be_due*/)
+    WHERE c.id IN (SELECT id FROM contracts WHERE /*include contract_may_be_due*/)
+    UNION ALL
+    SELECT c.id, c.vendor, c.title, c.amount, c.amount_minor, c.currency, date(c.renewal_date) AS renewal_date,
+           c.notify_email, c.status,
+           (SELECT min(CAST(l.value AS integer)) FROM json_each(:leads) AS l
+            WHERE date(c.renewal_date) >= :as_of
+              AND CAST(l.value AS integer) >= julianday(date(c.renewal_date)) - julianday(:as_of)) AS lead
+    FROM contracts c
+    WHERE c.id IS NULL AND /*include contract_may_be_due*/
 ), judged AS MATERIALIZED (
     SELECT p.*, CASE WHEN /*include renewal_settled*/ THEN p.lead END AS settled_lead
     FROM picked p

@@ -69,6 +69,9 @@ class Delivery:
     recipient: str
     status: RowStatus  # sent, failed, pending, not sent, or the ledger's status if not ours
     detail: str | None
+    # Not sent because the ledger could not be reached to claim it: the one case a second
+    # pass of the same night may still send (a field, not a word of the detail).
+    ledger_unavailable: bool = False
 
 
 @dataclass(frozen=True)
@@ -178,8 +181,8 @@ class _Batch:
             return f"not sent: delivery stopped tonight, the mail server failed ({self.breaker.reason})"
         return "not sent: interrupted before it was handed to SMTP"
 
-    def note(self, key: str, status: RowStatus, detail: str | None) -> None:
-        self.results[key] = Delivery(key, self.recipients[key], status, detail)
+    def note(self, key: str, status: RowStatus, detail: str | None, ledger_unavailable: bool = False) -> None:
+        self.results[key] = Delivery(key, self.recipients[key], status, detail, ledger_unavailable)
 
     def settle(self, release: Sequence[str] = (), claim: Sequence[str] = ()) -> list[OutgoingEmail]:
         """Record the unrecorded outcomes, release and claim, in one transaction."""
@@ -218,7 +221,7 @@ class _Batch:
                     self.in_doubt(lost)
                     for key in keys[position:]:
                         self.note(key, RowStatus.NOT_SENT, f"not sent: the ledger is unavailable ({lost});"
-                                  " a later run sends it")
+                                  " a later run sends it", ledger_unavailable=True)
                     return self.report(keys)
                 position += len(group)
                 started = time.monotonic()
@@ -304,7 +307,7 @@ def deliver(items: Sequence[Recipient], settings: DeliverySettings, workers: int
     progress.expect(len(items))
     deliveries = _map(items, settings, workers)
     retry = [Recipient(d.key, d.recipient) for d in deliveries
-             if d.status == RowStatus.NOT_SENT and "ledger" in (d.detail or "")]
+             if d.status == RowStatus.NOT_SENT and d.ledger_unavailable]
     if retry and not STOP.is_set() and not breaker_of(settings).open:
         again = {d.key: d for d in _map(retry, settings, workers)}
         deliveries = [again.get(d.key, d) for d in deliveries]

@@ -98,7 +98,8 @@ RENEWALS = JobSpec(
 )
 DUNNING = JobSpec(
     Job.DUNNING, "invoices",
-    extract=lambda ctx: extract_dunning(ctx.database),
+    extract=lambda ctx: extract_dunning(ctx.database, ctx.as_of, ctx.params.delays, ctx.params.dunning_start,
+                                        ctx.settings.timezone),
     decide=lambda extracted, ctx: decide_dunning(extracted, ctx.as_of, ctx.params.delays,
                                                  ctx.settings.timezone, ctx.escalation_to,
                                                  ctx.params.dunning_start),

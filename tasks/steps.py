@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
-from datetime import date
+from datetime import date, timedelta
 
 from prefect import task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
@@ -100,7 +100,8 @@ def decide_renewals(extracted: dict[str, pd.DataFrame], as_of: date, leads: Sequ
 
 
 def dunning_sources(database: Database) -> dict[str, pd.DataFrame]:
-    """Open invoices, their clients, and the dunning steps already in the ledger for them."""
+    """Open invoices, their clients, and the dunning steps already in the ledger for them
+    (every open invoice: `dueflow forecast` looks at the nights ahead)."""
     engine = database.engine
     queries = {"invoices": "extract_invoices", "clients": "extract_clients", "history": "dunning_history"}
     extracted = {name: db.extract_frame(engine, database.source_statement(query), {})
@@ -108,9 +109,34 @@ def dunning_sources(database: Database) -> dict[str, pd.DataFrame]:
     return extracted | {"invoices": amounts_from_minor(extracted["invoices"])}
 
 
+def dunning_candidate_sources(database: Database, as_of: date, delays: Sequence[int],
+                              start: DunningStart, timezone: str = "UTC") -> dict[str, pd.DataFrame]:
+    """Tonight's share of `dunning_sources`: the invoices whose next step may be due
+    (sql/dunning_candidates), and only their clients and history. What a night decides
+    is the same (tests/integration/test_dunning_candidates.py)."""
+    engine = database.engine
+    last_start = as_of - timedelta(days=delays[0])  # the latest start whose first step is due
+    invoices = db.extract_frame(engine, database.source_statement("dunning_candidates"), {
+        "start": start, "start_by": (last_start + timedelta(days=1)).isoformat(),
+        "start_by_text": (last_start + timedelta(days=3)).isoformat(),
+        "after_first_by": (as_of - timedelta(days=delays[1])).isoformat(),
+        "after_second_by": (as_of - timedelta(days=delays[2])).isoformat()}, session_timezone=timezone)
+    def distinct(column: str) -> list[str]:
+        return invoices[column].dropna().astype(str).unique().tolist()
+
+    clients = db.rows_by_id(database, "clients_by_id", distinct("client_id"))
+    history = db.rows_by_id(database, "dunning_history_of", distinct("id"))
+    return {"invoices": amounts_from_minor(invoices), "clients": clients, "history": history}
+
+
 @task(name="extract-dunning", cache_policy=NO_CACHE)
-def extract_dunning(database: Database) -> dict[str, pd.DataFrame] | SourcesRefused:
-    return _read_or_refusal("invoices", lambda: dunning_sources(database))
+def extract_dunning(database: Database, as_of: date | None = None, delays: Sequence[int] = (7, 5, 7),
+                    start: DunningStart = "sent", timezone: str = "UTC"
+                    ) -> dict[str, pd.DataFrame] | SourcesRefused:
+    if as_of is None:
+        return _read_or_refusal("invoices", lambda: dunning_sources(database))
+    return _read_or_refusal("invoices", lambda: dunning_candidate_sources(database, as_of, delays, start,
+                                                                          timezone))
 
 
 @task(name="decide-dunning", cache_policy=NO_CACHE)
@@ -211,7 +237,7 @@ def _render_night(again: RenderAgain, rows: pd.DataFrame, as_of: date) -> Compos
                                                     dunning["subject_id"].unique().tolist()))
         clients = db.rows_by_id(database, "clients_by_id",
                                 invoices["client_id"].dropna().astype(str).unique().tolist())
-        history = db.extract_frame(database.engine, database.source_statement("dunning_history"), {})
+        history = db.rows_by_id(database, "dunning_history_of", dunning["subject_id"].unique().tolist())
         decision = dunning_steps_for(invoices, clients, dunning, as_of, again.timezone, again.escalation_to)
         stored = stored_drafts(dunning)
         drafts = {r.key: stored.get(r.key) or template_draft(r, "rendered again: template paragraph")

@@ -277,6 +277,10 @@ def expected_reminders(invoice_rows: list[dict], client_rows: list[dict],
         if len(mine) == 1 and _flag(mine[0]["dunning_paused"]) is True:
             outcomes.append("none")
             continue
+        if sent is not None and (AS_OF - sent).days < 7:
+            # Not due tonight: a night does not read it (sql/dunning_candidates), nor judge it.
+            outcomes.append("none")
+            continue
         client = mine[0] if len(mine) == 1 else None
         valid = (id_ok(row["id"]) and invoice_ids.count(_text(row["id"])) == 1
                  and all(_utf8(row[c]) for c in row) and status == "sent" and client is not None
@@ -287,5 +291,5 @@ def expected_reminders(invoice_rows: list[dict], client_rows: list[dict],
         if not valid:
             outcomes.append("quarantined")
         else:
-            outcomes.append("due" if (AS_OF - sent).days >= 7 else "none")
+            outcomes.append("due")
     return outcomes

@@ -28,6 +28,7 @@ from dueflow.tasks.core.frames import pd
 from dueflow.tasks.core.message import OutgoingEmail
 from dueflow.tasks.core.sources import DEFAULT_MAPPING, SourceMapping
 from dueflow.tasks.core.statuses import SendResult
+from dueflow.tasks.core.text import VALID_UTF8
 
 # What a job hands to `reserve`: the ledger row to insert, plus `previous_by`, the
 # latest as_of the previous step may carry for this step to be due (dunning only).
@@ -300,18 +301,21 @@ RESERVE_STATEMENT = {"renewal": "reserve_renewals", "dunning": "reserve_dunning"
 ANALYZE_BEFORE_STORING = 10_000
 
 
-def extract_frame(engine: Engine, sql: str, params: Mapping[str, Any]) -> pd.DataFrame:
+def extract_frame(engine: Engine, sql: str, params: Mapping[str, Any],
+                  session_timezone: str | None = None) -> pd.DataFrame:
     """One extraction query as a DataFrame of text columns (NULL → NA); the decide
     functions parse dates, amounts and flags themselves, vectorised. On PostgreSQL the
     rows stream through COPY … TO STDOUT as CSV: building a Python object per cell
-    (Decimal, date, datetime) cost more than the query on a million-row night."""
+    (Decimal, date, datetime) cost more than the query on a million-row night.
+    `session_timezone`: PostgreSQL's TimeZone for this read (timestamps' text is then in
+    that zone: sql/dunning_candidates compares their dates as text)."""
     if dialect(engine) != "postgresql":
         # Values as SQLite holds them: no column of 0s and NULLs turned into floats.
         return read_frame(engine, sql, params, dtype=object)
     compiled = str(text(sql).compile(dialect=engine.dialect))  # :name → %(name)s
     raw = engine.raw_connection()
     try:
-        return _copy_frame(raw, compiled, params)
+        return _copy_frame(raw, compiled, params, session_timezone)
     except engine.dialect.loaded_dbapi.Error as exc:
         # The driver's own error, as SQLAlchemy would have wrapped it: callers tell a lost
         # connection, a timeout or a permission apart the same way for every statement.
@@ -322,9 +326,12 @@ def extract_frame(engine: Engine, sql: str, params: Mapping[str, Any]) -> pd.Dat
         raw.close()
 
 
-def _copy_frame(raw: Any, compiled: str, params: Mapping[str, Any]) -> pd.DataFrame:
+def _copy_frame(raw: Any, compiled: str, params: Mapping[str, Any],
+                session_timezone: str | None = None) -> pd.DataFrame:
     try:
         with raw.cursor() as cursor:
+            if session_timezone:  # for this transaction only (rolled back below)
+                cursor.execute("SELECT set_config('TimeZone', %s, true)", (session_timezone,))
             # JIT compiling took seconds for queries that run in tens of milliseconds: the
             # per-row index probes of the extracts make their estimated cost look big.
             cursor.execute(statement("extract_no_jit", "postgresql"))
@@ -339,7 +346,9 @@ def _copy_frame(raw: Any, compiled: str, params: Mapping[str, Any]) -> pd.DataFr
         raise
     raw.rollback()
     buffer.seek(0)
-    return pd.read_csv(buffer, dtype="string", keep_default_na=False, na_values=["\x1e"])
+    frame = pd.read_csv(buffer, dtype="string", keep_default_na=False, na_values=["\x1e"])
+    frame.attrs[VALID_UTF8] = True  # PostgreSQL stores no invalid UTF-8: no row to look at
+    return frame
 
 
 def renewal_history_of(engine: Engine, contracts: pd.DataFrame, as_of: date) -> pd.DataFrame:

@@ -16,7 +16,7 @@ here, before anything is written, and becomes one line for the operator.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -473,6 +473,8 @@ NIGHT_STATEMENTS = (
     "extract_invoices",
     "extract_clients",
     "dunning_history",
+    "dunning_candidates",
+    "dunning_history_of",
     "client_payment_history",
     "contracts_by_id",
     "invoices_by_id",
@@ -495,6 +497,11 @@ _SAMPLE_VALUES: dict[str, Any] = {
     "max_attempts": 1,
     "flow_run_id": None,
     "status": "pending",
+    "start": "sent",
+    "start_by": "2000-01-01",
+    "start_by_text": "2000-01-01",
+    "after_first_by": "2000-01-01",
+    "after_second_by": "2000-01-01",
 }
 _ARRAYS = ("keys", "subject_ids", "cycles", "steps", "step_ranks", "recipients", "previous_by", "ids")
 
@@ -554,6 +561,11 @@ _LOOKUPS: dict[str, tuple[tuple[str, str], ...]] = {
     "invoices": (("id", "re-checks of the reservation and retries, by id"),),
     "clients": (("id", "the clients of open invoices, by id"),),
 }
+# Lookups served by a partial index: (source, column of the predicate, indexed column,
+# purpose). sql/dunning_candidates reads the open invoices (paid_at IS NULL) and no others.
+_PARTIAL_LOOKUPS = (
+    ("invoices", "paid_at", "status", "the open invoices of each night (dunning candidates)"),
+)
 _BARE = re.compile(r'["()\s]')
 
 
@@ -631,4 +643,28 @@ def index_advice(engine: Engine, sources: ResolvedSources) -> list[IndexAdvice]:
                     continue
                 key = f"({quote(reading.origin)})" if plain else f"(({wanted}))"
                 advice.append(IndexAdvice(name, purpose, f"CREATE INDEX ON {qualified} {key};"))
+            advice += _partial_advice(name, source, qualified, existing, quote)
+    return advice
+
+
+def _partial_advice(name: str, source: Any, qualified: str, existing: Sequence[str],
+                    quote: Callable[[str], str]) -> list[IndexAdvice]:
+    """Advice on the partial indexes of _PARTIAL_LOOKUPS: an index whose predicate is
+    `column IS NULL`, or that starts with the column, serves the lookup."""
+    advice = []
+    for source_name, column, indexed, purpose in _PARTIAL_LOOKUPS:
+        if source_name != name:
+            continue
+        predicate, key = source.reading(column), source.reading(indexed)
+        if predicate.origin.startswith(("sql:", "(")) or key.origin.startswith(("sql:", "(")):
+            advice.append(IndexAdvice(name, purpose, None, f"{column} or {indexed} is an expression:"
+                                      f" an index on ({key.expression}) WHERE {predicate.expression} IS NULL"
+                                      " would serve it"))
+            continue
+        null = _normalised(f"{predicate.origin} IS NULL")
+        served = any(null in _normalised(d.partition(" WHERE ")[2]) or _normalised(
+            re.sub(r"^.*? USING \w+ \((.*)\)(?: WHERE .*)?$", r"\1", d)).split(",")[0] == _normalised(
+            predicate.origin) for d in existing)
+        advice.append(IndexAdvice(name, purpose, None if served else (
+            f"CREATE INDEX ON {qualified} ({quote(key.origin)}) WHERE {quote(predicate.origin)} IS NULL;")))
     return advice

@@ -7,6 +7,7 @@ by construction: a missing or unexpected value is a reason, never a silent "no".
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import date, timedelta
@@ -35,7 +36,7 @@ from dueflow.tasks.core.statuses import (
     STEP_DONE,
     LedgerStatus,
 )
-from dueflow.tasks.core.text import invalid_utf8, one_line
+from dueflow.tasks.core.text import VALID_UTF8, invalid_utf8, lowered, one_line, search_rows, stripped
 from dueflow.tasks.core.validate import as_dates, first_reason, flag_values, quote
 
 TEXT_LIMIT = 200  # characters of a name, title or number shown in an email
@@ -102,6 +103,8 @@ def _duplicates(ids: pd.Series) -> pd.Series:
 
 
 def _utf8_checks(rows: pd.DataFrame, columns: Sequence[str], table: str) -> list:
+    if rows.attrs.get(VALID_UTF8):
+        return []
     return [(invalid_utf8(rows[c]), f"{table}.{c} is not valid UTF-8") for c in columns if c in rows]
 
 
@@ -156,7 +159,7 @@ def _renewal_rows(rows: pd.DataFrame, good: pd.Series, renewal: pd.Series, lead:
             "recipient": rows.loc[good, "notify_email"].astype("string"),
             "vendor": one_line(rows.loc[good, "vendor"], TEXT_LIMIT),
             "title": one_line(rows.loc[good, "title"], TEXT_LIMIT),
-            "amount": rows.loc[good, "amount"].astype("string").str.strip(),
+            "amount": stripped(rows.loc[good, "amount"]),
             "currency": rows.loc[good, "currency"].astype("string"),
             "renewal_date": renewal[good].dt.date,
             "days_left": (renewal[good] - pd.Timestamp(as_of)).dt.days.astype(np.int64),
@@ -225,7 +228,7 @@ def renewal_settled(contracts: pd.DataFrame, history: pd.DataFrame, open_keys: d
     pairs = pd.MultiIndex.from_arrays([ids.fillna("\x00"), cycle.fillna("\x00")])
     handled_rank = pd.to_numeric(pd.Series(ranks.reindex(pairs).to_numpy(), index=rows.index))
     key = renewal_keys(ids, cycle, lead)
-    open_key = key.map(lambda k: isinstance(k, str) and k in open_keys).astype(bool)
+    open_key = key.isin(list(open_keys)).fillna(False).astype(bool)
     return ((lead >= 0) & (_text(rows, "status") == CONTRACT_ACTIVE).fillna(False)
             & (_duplicates(ids) == 1) & ids.notna()
             & (handled_rank <= lead).fillna(False) & ~open_key).astype(bool)
@@ -287,19 +290,21 @@ def renewal_alerts_for(contracts: pd.DataFrame, keys: pd.DataFrame, as_of: date)
 
 
 _OFFSET = r"(?:[zZ]|[+-]\d{2}(?::?\d{2}(?::?\d{2})?)?)$"
+_OFFSET_LINES = re.compile(_OFFSET, re.MULTILINE)
 
 
 def business_dates(values: pd.Series, timezone: str) -> pd.Series:
     """Timestamps to their date in the business time zone. A timestamp with an offset is
     converted to the zone; one without (a `timestamp without time zone` column, a date) is
     already the business zone's local time (docs/your-data.md). Anything else is NaT."""
-    text = values.astype("string").str.strip()
-    aware = text.str.contains(_OFFSET, regex=True).fillna(False).astype(bool)
-    stamps = pd.to_datetime(text.where(aware), errors="coerce", utc=True, format="ISO8601")
+    text = stripped(values)
+    aware = pd.Series(search_rows(text, _OFFSET_LINES), index=values.index)
+    stamps = pd.to_datetime(text.where(aware), errors="coerce", utc=True, format="ISO8601",
+                            cache=False)
     local = stamps.dt.tz_convert(timezone).dt.tz_localize(None)
     naive = text.where(~aware & text.notna())
     if naive.notna().any():
-        local = local.where(aware, pd.to_datetime(naive, errors="coerce", format="ISO8601"))
+        local = local.where(aware, pd.to_datetime(naive, errors="coerce", format="ISO8601", cache=False))
     return local.dt.normalize()
 
 
@@ -353,26 +358,35 @@ class _Invoices:
     reason: pd.Series
 
 
-def _invoices(invoices: pd.DataFrame, clients: pd.DataFrame, timezone: str, start: DunningStart,
-              relevant: Callable[[pd.Series], pd.Series] = lambda participating: participating,
-              ) -> _Invoices:
+def _ended(rows: pd.DataFrame) -> pd.Series:
+    """Invoices that take no part in dunning: paid, or in a status that ends it."""
+    paid = rows["paid_at"].notna() if "paid_at" in rows else pd.Series(False, index=rows.index)
+    return _text(rows, "status").isin(INVOICE_ENDED).fillna(False).astype(bool) | paid
+
+
+def _start_dates(rows: pd.DataFrame, timezone: str, start: DunningStart) -> tuple[pd.Series, pd.Series]:
+    """Each invoice's sent date (business zone) and due date."""
     if start not in ("sent", "due"):
         raise ValueError(f"dunning_start must be 'sent' or 'due', got {start!r}")
+    return business_dates(rows["sent_at"], timezone), as_dates(rows["due_date"])
+
+
+def _invoices(invoices: pd.DataFrame, clients: pd.DataFrame, timezone: str, start: DunningStart,
+              relevant: Callable[[pd.Series, pd.Series], pd.Series] = lambda participating, _: participating,
+              ) -> _Invoices:
+    """`relevant(participating, start_date)`: the rows whose reasons are checked."""
     rows = invoices.reset_index(drop=True)
+    sent_date, due_date = _start_dates(rows, timezone, start)
+    start_date = sent_date if start == "sent" else due_date
     ids = _text(rows, "id")
     client, client_found, client_copies = _client_of(rows, clients)
     status = _text(rows, "status")
-    paid = rows["paid_at"].notna() if "paid_at" in rows else pd.Series(False, index=rows.index)
-    ended = status.isin(INVOICE_ENDED).fillna(False).astype(bool) | paid
+    ended = _ended(rows)
     paused = flag_values(client["dunning_paused"])
     # A client row counts only if it is the only one with its id: an invoice whose client
     # is duplicated takes part, and is quarantined, whichever copy says "paused".
     participating = ~ended & ~(paused.fillna(False).astype(bool) & (client_copies == 1))
-    checked = relevant(participating)
-
-    sent_date = business_dates(rows["sent_at"], timezone)
-    due_date = as_dates(rows["due_date"])
-    start_date = sent_date if start == "sent" else due_date
+    checked = relevant(participating, start_date)
     client_id = _text(rows, "client_id")
     client_email = client["email"].astype("string")
     client_email_problem = address_problems(client_email)
@@ -415,20 +429,20 @@ def _dunning_rows(inv: _Invoices, good: pd.Series, step: pd.Series, escalation_t
     rows, client = inv.rows, inv.client
     invoice_id = rows.loc[good, "id"].astype("string")
     step = step[good].astype("string")
-    locale = client.loc[good, "locale"].astype("string").str.strip().str.lower()
-    emails = client.loc[good, "email"].astype("string").str.strip()
+    locale = lowered(client.loc[good, "locale"])
+    emails = stripped(client.loc[good, "email"])
     return pd.DataFrame(
         {
             "key": dunning_keys(invoice_id, step),
             "subject_id": invoice_id,
             "cycle": "",
             "step": step,
-            "step_rank": step.map(lambda s: DunningStep(s).rank).astype("int64"),
+            "step_rank": step.map({s.value: s.rank for s in DUNNING_STEPS}).astype("int64"),
             "recipient": emails.where(step.isin(CLIENT_STEPS), escalation_to or ""),
             "previous_by": previous_by[good],
             "handled": False,
             "number": one_line(rows.loc[good, "number"].astype("string").fillna(invoice_id), TEXT_LIMIT),
-            "amount": rows.loc[good, "amount"].astype("string").str.strip(),
+            "amount": stripped(rows.loc[good, "amount"]),
             "currency": rows.loc[good, "currency"].astype("string"),
             "issue_date": inv.sent_date[good].dt.date,
             "due_date": inv.due_date[good].dt.date,
@@ -440,6 +454,54 @@ def _dunning_rows(inv: _Invoices, good: pd.Series, step: pd.Series, escalation_t
             "days_in_step": days_in_step[good].astype("int64"),
         }
     )
+
+
+@dataclass(frozen=True)
+class _Steps:
+    """Each invoice's last step in the ledger (rank 0: none yet), whether it is done, the
+    date it got out, and the wait before the next one."""
+
+    rank: np.ndarray
+    done: np.ndarray
+    step_date: pd.Series  # NaT where rank is 0 (the start date dates SENT)
+    wait: pd.Series
+    bounced: np.ndarray  # the last step bounced (a step still to come): the escalation is next
+
+
+def _steps_of(rows: pd.DataFrame, history: pd.DataFrame, delays: Sequence[int]) -> _Steps:
+    current = current_dunning_steps(history).reindex(_text(rows, "id"))
+    rank = current["current_rank"].fillna(0).astype("int64").to_numpy()
+    return _Steps(rank=rank,
+                  done=current["step_done"].fillna(True).astype(bool).to_numpy(),  # SENT is always done
+                  step_date=pd.Series(current["step_date"].to_numpy(), index=rows.index),
+                  wait=pd.Series(np.asarray([*delays, 0])[np.minimum(rank, len(delays))], index=rows.index),
+                  bounced=current["step_bounced"].fillna(False).astype(bool).to_numpy()
+                  & (rank < len(DUNNING_STEPS)))
+
+
+def _days_in_step(steps: _Steps, start_date: pd.Series, as_of: date) -> pd.Series:
+    return (pd.Timestamp(as_of) - steps.step_date.where(steps.rank > 0, start_date)).dt.days
+
+
+def _may_be_due(steps: _Steps, days_in_step: pd.Series) -> pd.Series:
+    """The next step's wait is over (or the step's date is unreadable: quarantined)."""
+    return pd.Series(steps.rank < len(DUNNING_STEPS), index=days_in_step.index) & (
+        (days_in_step >= steps.wait) | days_in_step.isna()).astype(bool)
+
+
+def dunning_may_be_due(invoices: pd.DataFrame, history: pd.DataFrame, as_of: date,
+                       delays: Sequence[int] = (7, 5, 7), timezone: str = "UTC",
+                       start: DunningStart = "sent") -> pd.Series:
+    """The invoices whose next dunning step may be due on `as_of` — not ended, a step still
+    to come, its wait over or its start unreadable — whatever their client says (paused or
+    not) and whether or not the row is valid: the exact rule that sql/dunning_candidates
+    applies with a margin (a night reads no other open invoice). Aligned with the rows in
+    order (a fresh RangeIndex)."""
+    rows = invoices.reset_index(drop=True)
+    sent_date, due_date = _start_dates(rows, timezone, start)
+    steps = _steps_of(rows, history, delays)
+    start_date = sent_date if start == "sent" else due_date
+    return (~_ended(rows) & _may_be_due(steps, _days_in_step(steps, start_date, as_of))).astype(bool)
 
 
 ESCALATION_NEEDED = "OVERDUE escalation needs DUEFLOW_ESCALATION_TO set to a valid address"
@@ -472,17 +534,16 @@ def due_dunning_steps(
     if len(delays) != len(DUNNING_STEPS) or min(delays) < 1:
         # A zero delay would let a repeated run on the same day take the next step.
         raise ValueError(f"dunning delays must be three day counts >= 1, got {list(delays)!r}")
-    inv = _invoices(invoices, clients, timezone, start)
+    steps = _steps_of(invoices.reset_index(drop=True), history, delays)
+    # Reasons are checked only for the rows whose next step may be due tonight (or whose
+    # start is unreadable): the rows sql/dunning_candidates reads, whatever else is given.
+    inv = _invoices(invoices, clients, timezone, start, relevant=lambda participating, start_date: (
+        participating & _may_be_due(steps, _days_in_step(steps, start_date, as_of))))
     rows = inv.rows
-    current = current_dunning_steps(history).reindex(_text(rows, "id"))
-    rank = current["current_rank"].fillna(0).astype("int64").to_numpy()
-    done = current["step_done"].fillna(True).astype(bool).to_numpy()  # SENT is always done
+    rank, done, wait, bounced = steps.rank, steps.done, steps.wait, steps.bounced
+    days_in_step = _days_in_step(steps, inv.start_date, as_of)
     # A client step that bounced: the client cannot be reached, so no later reminder goes
     # out; when the next step would be due, the escalation is, in its place.
-    bounced = current["step_bounced"].fillna(False).astype(bool).to_numpy() & (rank < len(DUNNING_STEPS))
-    step_date = pd.Series(current["step_date"].to_numpy(), index=rows.index).where(rank > 0, inv.start_date)
-    days_in_step = (pd.Timestamp(as_of) - step_date).dt.days
-    wait = pd.Series(np.asarray([*delays, 0])[np.minimum(rank, len(delays))], index=rows.index)
     due = (inv.participating & (rank < len(DUNNING_STEPS)) & (done | bounced)
            & (days_in_step >= wait).fillna(False).astype(bool))
     overdue = due & ((rank == len(DUNNING_STEPS) - 1) | bounced)
@@ -490,8 +551,9 @@ def due_dunning_steps(
                              ESCALATION_NEEDED)
 
     good = due & reason.isna()
-    step = pd.Series(np.where(bounced, len(DUNNING_STEPS), rank + 1), index=rows.index).clip(
-        upper=len(DUNNING_STEPS)).map(lambda r: DunningStep.of_rank(r).value)
+    step = pd.Series(np.asarray([s.value for s in DUNNING_STEPS], dtype=object)[
+        np.where(bounced, len(DUNNING_STEPS) - 1, np.minimum(rank, len(DUNNING_STEPS) - 1))],
+        index=rows.index, dtype="string")
     previous_by = (pd.Timestamp(as_of) - pd.to_timedelta(wait, unit="D")).dt.strftime("%Y-%m-%d")
     decided = _dunning_rows(inv, good, step, escalation_to, previous_by, days_in_step)
     return Decision(due=decided.reset_index(drop=True).loc[:, list(DUNNING_COLUMNS)],
@@ -503,7 +565,7 @@ def dunning_steps_for(invoices: pd.DataFrame, clients: pd.DataFrame, keys: pd.Da
     """The facts of dunning steps already in the ledger (`keys`: key, subject_id, step)
     from their invoices and clients as they are now: to render a reserved step that was
     never stored. A key whose invoice is gone or bad is quarantined, keyed by its key."""
-    inv = _invoices(invoices, clients, timezone, "sent", relevant=lambda p: pd.Series(True, index=p.index))
+    inv = _invoices(invoices, clients, timezone, "sent", relevant=lambda p, _: pd.Series(True, index=p.index))
     rows = inv.rows
     by_id = dict(zip(_text(rows, "id"), rows.index, strict=False))
     wanted = keys.reset_index(drop=True)

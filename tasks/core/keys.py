@@ -17,8 +17,10 @@ from datetime import date
 from enum import StrEnum
 from typing import NewType
 
+import numpy as np
+
 from dueflow.tasks.core.frames import pd
-from dueflow.tasks.core.text import text_or_none
+from dueflow.tasks.core.text import present_texts, rows_matching, text_or_none
 
 Key = NewType("Key", str)
 MAX_ID_CHARS = 200
@@ -117,8 +119,25 @@ def id_problem(value: object, what: str = "id") -> str | None:
 
 def id_problems(ids: pd.Series, what: str = "id") -> pd.Series:
     """Why each id cannot make a key (NA where it can): missing or blank, invalid UTF-8,
-    control characters, or longer than MAX_ID_CHARS."""
-    return pd.Series([id_problem(value, what) for value in ids.tolist()], index=ids.index, dtype="string")
+    control characters, or longer than MAX_ID_CHARS. `id_problem` over whole columns."""
+    present, texts = present_texts(ids)
+    lengths = np.zeros(len(ids), dtype=np.int64)
+    blank = ~present
+    if texts:
+        shown = np.asarray(texts, dtype=str)
+        lengths[present] = np.strings.str_len(shown)
+        blank[present] = np.strings.str_len(np.strings.strip(shown)) == 0
+    reasons = pd.Series(pd.NA, index=ids.index, dtype="string")
+    undecided = np.ones(len(ids), dtype=bool)
+    for failed, reason in ((blank, f"{what} missing"),
+                           (rows_matching(ids, _SURROGATES), f"{what} is not valid UTF-8"),
+                           (rows_matching(ids, _UNSAFE), f"{what} contains control characters"),
+                           (lengths > MAX_ID_CHARS, f"{what} longer than {MAX_ID_CHARS} characters")):
+        hit = failed & undecided
+        if hit.any():
+            reasons[hit] = reason
+            undecided &= ~hit
+    return reasons
 
 
 def printable_id(value: object) -> str:

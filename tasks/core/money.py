@@ -8,8 +8,10 @@ import re
 from decimal import Decimal, InvalidOperation, localcontext
 from functools import cache
 
+import numpy as np
+
 from dueflow.tasks.core.frames import pd
-from dueflow.tasks.core.text import text_or_none
+from dueflow.tasks.core.text import present_texts
 
 # ISO 4217 codes in circulation; an amount in anything else is quarantined.
 KNOWN_CURRENCIES = frozenset(
@@ -72,29 +74,79 @@ def _written_digits(amount: Decimal) -> int:
     return max(amount.adjusted() + 1, 1) + _decimals(amount)
 
 
+def amount_problem(text: str | None, currency: object, *, positive: bool) -> str | None:
+    """`amount_problems` for one amount (the reference the columns are tested against, and
+    the path of the rare amounts the columns leave to it: exponents, other scripts' digits)."""
+    value = to_decimal(text)
+    if value is None:
+        return "amount missing or not a number"
+    if _written_digits(value) > MAX_DIGITS:
+        return f"amount has more than {MAX_DIGITS} digits"
+    if positive and value <= 0:
+        return ("amount is zero: nothing to collect" if value == 0 else
+                "amount is negative (a credit note): nothing to collect")
+    if value < 0:
+        return "amount is negative"
+    if isinstance(currency, str) and currency in KNOWN_CURRENCIES and (
+            _decimals(value) > (units := minor_units(currency))):
+        return f"amount {str(text).strip()} has more decimals than {currency} uses ({units})"
+    return None
+
+
+def _ascii_digits(parts: np.ndarray) -> np.ndarray:
+    """Each part is empty or only 0-9 (re's \\d would take any script's digits too)."""
+    return (parts == "") | np.strings.isdigit(np.strings.encode(parts, "ascii", "replace"))
+
+
 def amount_problems(amounts: pd.Series, currencies: pd.Series, *, positive: bool) -> pd.Series:
     """Why each amount cannot be shown as money (NA where it can): missing or not a number,
     zero or negative (`positive`, e.g. a credit note: nothing to collect) or negative,
-    or more decimals than its currency has. Currencies are checked on their own."""
-    texts = [text_or_none(v) for v in amounts.tolist()]
-    currency_of = currencies.tolist()
-    problems: list[str | None] = []
-    for text, currency in zip(texts, currency_of, strict=True):
-        value = to_decimal(text)
-        if value is None:
-            problems.append("amount missing or not a number")
-        elif _written_digits(value) > MAX_DIGITS:
-            problems.append(f"amount has more than {MAX_DIGITS} digits")
-        elif positive and value <= 0:
-            problems.append("amount is zero: nothing to collect" if value == 0 else
-                            "amount is negative (a credit note): nothing to collect")
-        elif value < 0:
-            problems.append("amount is negative")
-        elif isinstance(currency, str) and currency in KNOWN_CURRENCIES and (
-                _decimals(value) > (units := minor_units(currency))):
-            problems.append(f"amount {str(text).strip()} has more decimals than {currency} uses ({units})")
-        else:
-            problems.append(None)
+    or more decimals than its currency has. Currencies are checked on their own.
+    Plain decimals ([+-]digits[.digits], what databases print) are judged over whole
+    columns with numpy; anything else, rare, by `amount_problem`."""
+    n = len(amounts)
+    present, texts = present_texts(amounts)
+    problems = np.full(n, None, dtype=object)
+    problems[~present] = "amount missing or not a number"
+    if not texts:
+        return pd.Series(problems, index=amounts.index, dtype="string")
+    text = np.strings.strip(np.asarray(texts, dtype=str))
+    minus = np.strings.startswith(text, "-")
+    body = np.where(minus | np.strings.startswith(text, "+"), np.strings.slice(text, 1, None), text)
+    whole, _dot, fraction = np.strings.partition(body, ".")
+    plain = _ascii_digits(whole) & _ascii_digits(fraction) & ((whole != "") | (fraction != ""))
+    # The value is digits × 10^-len(fraction): its significant digits, the decimals it
+    # really uses (trailing zeros do not count, except for zero itself, as Decimal does).
+    digits = np.strings.lstrip(np.strings.add(whole, fraction), "0")
+    zero = digits == ""
+    places = np.strings.str_len(fraction)
+    trailing = np.strings.str_len(digits) - np.strings.str_len(np.strings.rstrip(digits, "0"))
+    decimals = np.where(zero, places, places - np.minimum(trailing, places))
+    written = np.where(zero, 1, np.maximum(np.strings.str_len(digits) - places, 1)) + decimals
+    negative = minus & ~zero
+    currency = currencies[present].astype(object).to_numpy()
+    known = pd.Series(currency).isin(KNOWN_CURRENCIES).to_numpy(dtype=bool)
+    units = pd.Series(currency).map({c: minor_units(c) for c in set(currency[known])}).to_numpy(
+        dtype=float, na_value=np.nan)
+    judged = np.full(len(texts), None, dtype=object)
+    undecided = plain.copy()
+    many = known & (decimals > units)
+    for failed, reason in (
+            (written > MAX_DIGITS, f"amount has more than {MAX_DIGITS} digits"),
+            (zero & positive, "amount is zero: nothing to collect"),
+            (negative & positive, "amount is negative (a credit note): nothing to collect"),
+            (negative, "amount is negative"),
+            (many, None)):
+        hit = failed & undecided
+        if hit.any():
+            judged[hit] = reason if reason is not None else [  # worded for the bad rows only
+                f"amount {t} has more decimals than {c} uses ({int(u)})"
+                for t, c, u in zip(text[hit], currency[hit], units[hit], strict=True)]
+            undecided &= ~hit
+    rare = np.flatnonzero(~plain)
+    if len(rare):
+        judged[rare] = [amount_problem(texts[i], currency[i], positive=positive) for i in rare]
+    problems[present] = judged
     return pd.Series(problems, index=amounts.index, dtype="string")
 
 

@@ -18,20 +18,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import date, timedelta
 from functools import cache
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import quote, urlsplit
 
-from jinja2 import (
-    ChoiceLoader,
-    Environment,
-    FileSystemLoader,
-    PackageLoader,
-    StrictUndefined,
-    Template,
-    TemplateError,
-    TemplateSyntaxError,
-    select_autoescape,
-)
+# Jinja is imported where a template is loaded: a night with nothing to render (the
+# most common night) loads no template engine (docs/performance.md).
+if TYPE_CHECKING:
+    from jinja2 import Environment, Template
 
 from dueflow.tasks.core.addresses import Mailbox
 from dueflow.tasks.core.frames import pd
@@ -96,6 +89,15 @@ def payment_link_problem(template: str) -> str | None:
 
 @cache
 def _environment(templates_dir: str | None) -> Environment:
+    from jinja2 import (
+        ChoiceLoader,
+        Environment,
+        FileSystemLoader,
+        PackageLoader,
+        StrictUndefined,
+        select_autoescape,
+    )
+
     package = PackageLoader("dueflow.tasks", "templates")
     loader = ChoiceLoader([FileSystemLoader(templates_dir), package]) if templates_dir else package
     return Environment(
@@ -450,6 +452,8 @@ def _sample_contexts(look: EmailLook) -> list[tuple[str, str | None, str, dict[s
 
 def _where(exc: BaseException, templates_dir: str) -> str:
     """'file.html, line 3' of the template frame that raised, when it is in the directory."""
+    from jinja2 import TemplateSyntaxError
+
     if isinstance(exc, TemplateSyntaxError) and exc.name:
         return f"{exc.name}, line {exc.lineno}"
     for frame in reversed(traceback.extract_tb(exc.__traceback__)):
@@ -516,6 +520,8 @@ def check_templates(look: EmailLook) -> None:
                     f"{setting}: {name} is not a template dueflow uses (expected KIND[.STEP].LOCALE.PART:"
                     f" kind {'/'.join(KINDS)}, locale {'/'.join(SUPPORTED_LOCALES)},"
                     f" part {'/'.join(PARTS)}, e.g. dunning.REMINDED_2.es.html)")
+    from jinja2 import TemplateError
+
     for kind, step, locale, context in _sample_contexts(look):
         wanted = [(kind, step, locale)]
         if kind == "renewal" and directory:  # every lead-specific override in the directory

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
+
 from dueflow.tasks.core.frames import pd
 
 # C0 and C1 controls, DEL, Unicode line/paragraph separators, and lone surrogates.
@@ -11,12 +13,16 @@ CONTROL = r"[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]"
 SURROGATE = r"[\ud800-\udfff]"
 
 
+# Set in a frame's attrs by a reader whose database cannot hold invalid UTF-8 (PostgreSQL):
+# the rules then skip that check, which reads every value of every text column.
+VALID_UTF8 = "dueflow_valid_utf8"
+
 _CONTROL = re.compile(CONTROL)
 _SURROGATE = re.compile(SURROGATE)
 _SPACES = re.compile(r"\s+")
 
-# These run over every extracted row: plain comprehensions over the values, which beat a
-# chain of pandas string methods (each a Python loop of its own) at every size.
+# These run over every extracted row: whole columns at C speed (a join, one regular
+# expression search, numpy), never a Python function per value.
 
 
 def text_or_none(value: object) -> str | None:
@@ -26,23 +32,119 @@ def text_or_none(value: object) -> str | None:
     return value if isinstance(value, str) else str(value)
 
 
+def present_texts(values: pd.Series) -> tuple[np.ndarray, list[str]]:
+    """Where values are present, and those values as text (str() of each, in C)."""
+    present = values.notna().to_numpy(dtype=bool)
+    return present, values[present].astype(object).astype(str).tolist()
+
+
+def rows_matching(values: pd.Series, pattern: re.Pattern[str]) -> np.ndarray:
+    """Whether each value (as text; a missing one never) holds a match of `pattern`, a
+    one-character class: one search over the values joined by a space, then only the
+    matches, if any, are placed in their rows."""
+    present, texts = present_texts(values)
+    hits = np.zeros(len(values), dtype=bool)
+    joined = " ".join(texts)
+    if not pattern.search(joined):
+        return hits  # the usual case
+    lengths = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts))
+    starts = np.cumsum(lengths + 1) - (lengths + 1)
+    found = np.fromiter((m.start() for m in pattern.finditer(joined)), dtype=np.int64)
+    hits[np.flatnonzero(present)[np.searchsorted(starts, found, side="right") - 1]] = True
+    return hits
+
+
 def invalid_utf8(values: pd.Series) -> pd.Series:
     """True where a value held bytes that are not UTF-8 (SQLite hands them over as
     surrogate escapes; PostgreSQL never stores them)."""
-    items = values.tolist()
-    if not _SURROGATE.search("".join(v for v in items if isinstance(v, str))):
-        return pd.Series(False, index=values.index)  # the usual case, at C speed
-    return pd.Series([isinstance(v, str) and _SURROGATE.search(v) is not None for v in items],
-                     index=values.index, dtype=bool)
+    return pd.Series(rows_matching(values, _SURROGATE), index=values.index, dtype=bool)
+
+
+def strings(values: pd.Series, missing: str = "") -> tuple[np.ndarray, np.ndarray]:
+    """The values as a numpy string array (missing ones as `missing`), and where present."""
+    present, texts = present_texts(values)
+    out = np.full(len(values), missing, dtype=object)
+    out[present] = texts
+    return np.asarray(out.tolist(), dtype=str) if len(out) else np.asarray([], dtype=str), present
+
+
+def _series(array: np.ndarray, present: np.ndarray, index: pd.Index) -> pd.Series:
+    out = pd.Series(array.astype(object), index=index, dtype="string")
+    return out.where(present)
+
+
+def stripped(values: pd.Series) -> pd.Series:
+    """`.str.strip()` over the column in numpy (missing stays missing)."""
+    array, present = strings(values)
+    return _series(np.strings.strip(array), present, values.index)
+
+
+def lowered(values: pd.Series) -> pd.Series:
+    """`.str.strip().str.lower()` over the column in numpy (missing stays missing)."""
+    array, present = strings(values)
+    return _series(np.strings.lower(np.strings.strip(array)), present, values.index)
+
+
+# The mark of a match (numpy drops trailing NULs, so not NUL), and what no value may hold here.
+_MARK = "\x01"
+_LINE_BREAKS = re.compile(r"[\n\r\x00\x01]")
+
+
+def fullmatch_rows(values: pd.Series, pattern: re.Pattern[str]) -> np.ndarray:
+    """Whether each value matches `pattern` whole — one compiled with re.MULTILINE as
+    ^(?:…)$ that cannot cross a line — by one substitution over the values joined by
+    line breaks (values holding a line break, NUL or \\x01 never match)."""
+    present, texts = present_texts(values)
+    hits = np.zeros(len(values), dtype=bool)
+    if not texts:
+        return hits
+    broken = rows_matching(values, _LINE_BREAKS)[present]
+    kept = np.asarray(texts, dtype=object)
+    kept[broken] = ""
+    pieces = np.asarray(pattern.sub(_MARK, "\n".join(kept.tolist())).split("\n"), dtype=object)
+    hits[present] = (pieces == _MARK) & ~broken
+    return hits
+
+
+def search_rows(values: pd.Series, pattern: re.Pattern[str]) -> np.ndarray:
+    """Whether each value holds a match of `pattern` (re.MULTILINE, not crossing a line;
+    `$` is a value's end), by one substitution over the values joined by line breaks."""
+    present, texts = present_texts(values)
+    hits = np.zeros(len(values), dtype=bool)
+    if not texts:
+        return hits
+    broken = rows_matching(values, _LINE_BREAKS)[present]
+    kept = np.asarray(texts, dtype=object)
+    kept[broken] = ""
+    pieces = np.asarray(pattern.sub(_MARK, "\n".join(kept.tolist())).split("\n"), dtype=str)
+    found = np.strings.find(pieces, _MARK) >= 0
+    if broken.any():  # the few values with a line break, one by one
+        found[broken] = [pattern.search(t.replace("\n", " ")) is not None
+                         for t in np.asarray(texts, dtype=object)[broken]]
+    hits[present] = found
+    return hits
+
+
+_MESSY = re.compile(CONTROL + r"|\s\s|[^\S ]")
 
 
 def one_line(values: pd.Series, limit: int) -> pd.Series:
     """Each value on one line: control characters and whitespace runs become one space,
     the ends are trimmed, and anything past `limit` characters is cut with '…'. Missing
-    values become ''."""
-    return pd.Series(["" if text is None else clean_line(text, limit)
-                      for text in map(text_or_none, values.tolist())],
-                     index=values.index, dtype="string")
+    values become ''. Over the column in numpy; values with controls or runs of
+    whitespace, rare, go through `clean_line`."""
+    array, _present = strings(values)
+    if not len(array):
+        return pd.Series([], index=values.index, dtype="string")
+    messy = rows_matching(values, _MESSY)
+    text = np.strings.strip(array).astype(object)
+    if messy.any():
+        text[messy] = [clean_line(t, limit) for t in array[messy]]
+    text = np.asarray(text.tolist(), dtype=str)
+    long = (np.strings.str_len(text) > limit) & ~messy
+    if long.any():
+        text[long] = np.strings.add(np.strings.rstrip(np.strings.slice(text[long], 0, limit - 1)), "…")
+    return pd.Series(text.astype(object), index=values.index, dtype="string")
 
 
 def clean_line(value: str, limit: int) -> str:

@@ -6,6 +6,7 @@ from collections.abc import Callable, Sequence
 
 from dueflow.tasks.core.frames import pd
 from dueflow.tasks.core.keys import printable_id
+from dueflow.tasks.core.text import lowered
 
 # dunning_paused as either database stores a boolean; anything else is quarantined.
 TRUE_TEXT = ("1", "true", "t", "yes", "y", "on")
@@ -14,13 +15,15 @@ FALSE_TEXT = ("0", "false", "f", "no", "n", "off", "")
 
 def as_dates(values: pd.Series) -> pd.Series:
     """Dates as datetime64 (midnight); anything missing, unparseable or out of range is NaT."""
-    return pd.to_datetime(values.astype("string"), errors="coerce", format="ISO8601").dt.normalize()
+    # cache=False: deciding whether to cache walks the first values one by one.
+    return pd.to_datetime(values.astype("string"), errors="coerce", format="ISO8601",
+                          cache=False).dt.normalize()
 
 
 def flag_values(values: pd.Series) -> pd.Series:
     """A boolean column as stored by either database: True, False, or NA when it is neither
     (missing counts as False)."""
-    text = values.astype("string").str.strip().str.lower().fillna("")
+    text = lowered(values).fillna("")
     return pd.Series(pd.NA, index=values.index, dtype="boolean").mask(
         text.isin(TRUE_TEXT), True).mask(text.isin(FALSE_TEXT), False)
 

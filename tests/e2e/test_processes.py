@@ -56,7 +56,7 @@ def test_operator_resolves_pending_rows(cli_env, db_url, smtp_sink, dueflow_cli)
         assert done.returncode == 0, done.stderr
         assert f"pending → {outcome}" in done.stdout
     again = dueflow_cli("resolve", delivered_key, "--as", "failed", env=cli_env)
-    assert again.returncode == 2 and "not pending (sent): left as it is" in again.stderr
+    assert again.returncode == 2 and "not pending or bounced (sent): left as it is" in again.stderr
     retry = dueflow_cli("run", "--as-of", AS_OF.isoformat(), env=cli_env | {"DUEFLOW_RUN_LOCK": "on"})
     out = retry.stdout
     assert retry.returncode == 0, retry.stderr

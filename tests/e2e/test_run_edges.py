@@ -16,6 +16,7 @@ from dueflow.blocks.settings import ConfigError
 from dueflow.flows.nightly_alerts import nightly_alerts
 from dueflow.tasks.adapters import db
 from dueflow.tasks.core.report import RunSummary
+from tests import examples
 from tests.factories import client, contract, insert, invoice
 from tests.runs import AS_OF
 
@@ -64,7 +65,8 @@ EXAMPLE = itertools.count()
 LISTS = st.lists(st.integers(-3, 800) | st.sampled_from([10**6, -(10**9)]), max_size=5)
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(4), deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(values=st.fixed_dictionaries({}, optional={
     "renewal_leads": LISTS,
     "dunning_delays": LISTS | st.sampled_from([[7, 5, 7], [1, 1, 1], [365, 365, 365]]),

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from dueflow.blocks.settings import ConfigError, Settings, redact_url
 from dueflow.blocks.urls import mask_url, read_url
 from dueflow.tasks.adapters import db
+from tests import examples
 from tests.factories import contract, insert
 from tests.smtp_server import SmtpSink
 
@@ -61,7 +62,8 @@ def _commands(dueflow_cli, env: dict[str, str]) -> list:
 
 
 @pytest.mark.pg
-@settings(max_examples=12, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(max_examples=examples(3),
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(core=CORES, form=FORMS)
 @example(core="pa#ss1", form="raw").via("issue 25: SQLAlchemy reads it, urlsplit did not")
 @example(core="pa@ss1", form="raw").via("issue 25: the rest of it became the host")
@@ -85,7 +87,8 @@ def test_a_database_password_never_shows(pg_url, smtp_sink, prefect_server, duef
         assert [results[0].returncode, results[2].returncode] == [0, 0], results
 
 
-@settings(max_examples=12, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(max_examples=examples(3),
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(core=CORES, form=FORMS)
 @example(core="pa#ss1", form="raw").via("issue 25: 'invalid port', misleading")
 @example(core="pa/ss?1", form="raw")

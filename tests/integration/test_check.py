@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from sqlalchemy import text
 
 from dueflow.tasks.adapters import db
 from tests.openai_server import OpenAIStub, openai_stub
@@ -155,3 +156,23 @@ def test_unreachable_mail_and_llm_and_bad_settings(dueflow_cli, ready_db, tmp_pa
     assert "problem  setting DUEFLOW_MAIL_FROM" in bad.stdout
     assert "not checked: the settings above are not usable" in bad.stdout
     assert "hunter2" not in bad.stdout + bad.stderr and "Traceback" not in bad.stderr
+
+
+@pytest.mark.pg
+def test_check_names_the_partial_index_of_open_invoices_the_dunning_candidates_read(pg_url):
+    from dueflow.tasks.adapters.sources import index_advice
+
+    engine = db.engine_for(pg_url)
+    db.init_db(engine, sample_tables=True)
+    database = db.Database(pg_url).with_sources()
+
+    def open_invoices() -> list:
+        return [a for a in index_advice(engine, database.sources)
+                if a.source == "invoices" and "open invoices" in a.purpose]
+
+    assert [a.statement for a in open_invoices()] == [None]  # the sample tables have it
+    with engine.begin() as conn:
+        conn.execute(text("DROP INDEX invoices_open"))
+    [advice] = open_invoices()
+    assert advice.statement.startswith("CREATE INDEX ON ")
+    assert advice.statement.endswith('"invoices" ("status") WHERE "paid_at" IS NULL;'), advice.statement

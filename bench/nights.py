@@ -1,0 +1,437 @@
+"""Nights as processes, dueflow against the seeds' own script (bench/seeds.py), pair by pair.
+
+    .venv/bin/python -m bench.nights --small                 # quick check
+    .venv/bin/python -m bench.nights --scales 1,5 --reuse-data --runs 2 \\
+        --profile-dir bench/out/prof --json bench/out/nights.json
+
+The data shape of issue 26, at scale k: k·1M contracts of which 2,000 renew inside the
+widest lead (60 days) tonight, whatever k; k·1M invoices with 1,000 due for their first
+reminder tonight, 1,000 more tomorrow and k·118,000 open ones not yet due (sent in the
+last five days); k·200,000 clients. Each shape is generated once in PostgreSQL
+(generate_series) into its own database and reused with --reuse-data.
+
+Three nights, each run by the seeds' script and then by `dueflow run` as processes
+against a real `prefect server start`, an SMTP sink and the database: the first night
+(empty ledgers), the same night again (nothing new) and the steady night (the next day).
+Each pair's ratio seeds/dueflow is printed (median over --runs), with the growth factors
+from the smallest to the largest scale and each process's peak RSS. `--naive` adds the
+heavier per-row script of bench/naive.py (ledger SELECT per row) as a second line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from dataclasses import dataclass
+from datetime import date, timedelta
+from pathlib import Path
+from typing import Any
+
+BASE_URL = "postgresql+psycopg2://postgres@127.0.0.1:5432/"
+AS_OF = date(2027, 6, 15)
+SHAPE_VERSION = 1  # bump when the generated data changes
+NIGHTS = ("first", "again", "steady")
+# The least any flow run costs as a process: interpreter, `from prefect import flow`, a run
+# recorded by the server (its states, the client's start and stop), nothing else.
+EMPTY_FLOW = "from prefect import flow\nflow(name='empty')(lambda: None)()"
+MAIL_FROM, ESCALATION_TO = "alerts@dueflow.bench", "escalations@dueflow.bench"
+
+
+@dataclass(frozen=True)
+class Shape:
+    contracts: int
+    invoices: int
+    clients: int
+    renewals_due: int = 2_000
+    reminders_due: int = 1_000
+    open_not_due: int = 118_000  # besides the 1,000 due tomorrow
+
+    @classmethod
+    def scaled(cls, k: float) -> Shape:
+        return cls(int(k * 1_000_000), int(k * 1_000_000), int(k * 200_000),
+                   open_not_due=int(k * 118_000))
+
+    @classmethod
+    def small(cls) -> Shape:
+        return cls(20_000, 20_000, 4_000, renewals_due=200, reminders_due=100, open_not_due=2_400)
+
+    def database(self, label: str) -> str:
+        return f"dueflow_nights_{label}"
+
+
+def log(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
+
+
+# --------------------------------------------------------------------------- data
+
+def generate_sql(shape: Shape, as_of: date) -> list[str]:
+    """The statements that make the shape (parameters inlined: they are ours)."""
+    d, k = f"DATE '{as_of.isoformat()}'", shape
+    open_total = 2 * k.reminders_due + k.open_not_due
+    return [
+        "DROP TABLE IF EXISTS contracts, invoices, clients, seeds_sent, bench_shape CASCADE",
+        """CREATE TABLE contracts (id text PRIMARY KEY, vendor text, title text, amount numeric,
+           currency text, renewal_date date, notify_email text, status text)""",
+        """CREATE TABLE clients (id text PRIMARY KEY, name text, email text, locale text DEFAULT 'en',
+           notes text, dunning_paused boolean DEFAULT false, dunning_paused_until date, cc_email text,
+           dunning_profile text)""",
+        """CREATE TABLE invoices (id text PRIMARY KEY, client_id text, number text, amount numeric,
+           currency text, status text, sent_at timestamptz, due_date date, paid_at timestamptz,
+           dunning_hold_until date, pdf_path text)""",
+        f"""INSERT INTO clients (id, name, email, locale, notes, dunning_paused)
+           SELECT 'cl' || lpad(g::text, 8, '0'), 'Client ' || g, 'ap' || g || '@client.example', 'en',
+                  NULL, false FROM generate_series(1, {k.clients}) g""",
+        # Renewals due tonight spread over the 61 days of the widest lead; the rest either
+        # passed or renew 70 days out and later (none enters a window tomorrow).
+        f"""INSERT INTO contracts
+           SELECT 'c' || lpad(g::text, 9, '0'), 'Vendor ' || (g % 5000), 'Contract ' || g,
+                  ((g % 100000) + 1000) / 100.0, 'EUR',
+                  CASE WHEN g <= {k.renewals_due} THEN {d} + (g - 1) % 61
+                       WHEN g % 2 = 0 THEN {d} - 1 - g % 700 ELSE {d} + 70 + g % 900 END,
+                  'owner' || (g % 1000) || '@company.example',
+                  CASE WHEN g > {k.renewals_due} AND g % 50 = 0 THEN 'cancelled' ELSE 'active' END
+           FROM generate_series(1, {k.contracts}) g""",
+        # Invoices: the first due for REMINDED_1 tonight (sent 7 days ago), the next due
+        # tomorrow, then open ones sent in the last five days, then paid ones.
+        f"""INSERT INTO invoices
+           SELECT 'i' || lpad(g::text, 9, '0'),
+                  'cl' || lpad((1 + (g::bigint * 7919) % {k.clients})::text, 8, '0'),
+                  'F-' || g, ((g % 100000) + 1000) / 100.0, 'EUR',
+                  CASE WHEN g <= {open_total} THEN 'sent' ELSE 'paid' END,
+                  s.day + time '09:00' AT TIME ZONE 'UTC', s.day + 30,
+                  CASE WHEN g <= {open_total} THEN NULL ELSE s.day + 10 + time '12:00' AT TIME ZONE 'UTC' END,
+                  NULL, NULL
+           FROM generate_series(1, {k.invoices}) g,
+                LATERAL (SELECT CASE WHEN g <= {k.reminders_due} THEN {d} - 7
+                                     WHEN g <= {2 * k.reminders_due} THEN {d} - 6
+                                     WHEN g <= {open_total} THEN {d} - g % 6
+                                     ELSE {d} - 30 - g % 500 END AS day) s""",
+        "CREATE INDEX contracts_renewal_date ON contracts (renewal_date)",
+        "CREATE INDEX invoices_open ON invoices (status) WHERE paid_at IS NULL",
+        "CREATE TABLE bench_shape (shape text)",
+    ]
+
+
+def shape_tag(shape: Shape, as_of: date) -> str:
+    return json.dumps({"v": SHAPE_VERSION, "as_of": as_of.isoformat(), **shape.__dict__}, sort_keys=True)
+
+
+def psql(dbname: str, *statements: str, autocommit: bool = True) -> list[Any]:
+    import psycopg2
+
+    conn = psycopg2.connect(host="127.0.0.1", port=5432, user="postgres", dbname=dbname)
+    conn.autocommit = autocommit
+    out = []
+    try:
+        cur = conn.cursor()
+        for sql in statements:
+            cur.execute(sql)
+            out.append(cur.fetchall() if cur.description else None)
+        if not autocommit:
+            conn.commit()
+    finally:
+        conn.close()
+    return out
+
+
+def ensure_data(shape: Shape, label: str, as_of: date, reuse: bool) -> tuple[str, float | None]:
+    """The shape's database, generated unless --reuse-data finds it there; the seconds it took."""
+    name = shape.database(label)
+    if not psql("postgres", f"SELECT 1 FROM pg_database WHERE datname = '{name}'")[0]:
+        psql("postgres", f'CREATE DATABASE "{name}"')
+    tag = shape_tag(shape, as_of)
+    if reuse:
+        try:
+            found = psql(name, "SELECT shape FROM bench_shape")[0]
+        except Exception:
+            found = []
+        if found and found[0][0] == tag:
+            log(f"{label}: reusing the data in database {name}")
+            return BASE_URL + name, None
+    log(f"{label}: generating {shape.contracts:,} contracts, {shape.invoices:,} invoices,"
+        f" {shape.clients:,} clients into {name}")
+    started = time.perf_counter()
+    psql(name, *generate_sql(shape, as_of), autocommit=False)
+    psql(name, "VACUUM ANALYZE contracts", "VACUUM ANALYZE invoices", "VACUUM ANALYZE clients")
+    run_dueflow(["init-db"], BASE_URL + name, check=True)
+    psql(name, f"INSERT INTO bench_shape VALUES ('{tag}')")
+    seconds = time.perf_counter() - started
+    log(f"{label}: data ready in {seconds:.0f} s")
+    return BASE_URL + name, seconds
+
+
+def reset_ledgers(url: str) -> None:
+    """Empty ledgers for a first night: the seeds' table and every dueflow table with rows."""
+    name = url.rsplit("/", 1)[1]
+    tables = psql(name, "SELECT tablename FROM pg_tables WHERE schemaname = current_schema()"
+                        " AND tablename LIKE 'dueflow%' AND tablename <> 'dueflow_schema_version'")[0]
+    psql(name, "DROP TABLE IF EXISTS seeds_sent",
+         *([f"TRUNCATE {', '.join(t for (t,) in tables)}"] if tables else []),
+         *[f"VACUUM ANALYZE {t}" for (t,) in tables])
+
+
+# --------------------------------------------------------------------------- processes
+
+def dueflow_bin() -> str:
+    return str(Path(sys.executable).parent / "dueflow")
+
+
+def run_dueflow(args: list[str], url: str, check: bool = False, env: dict[str, str] | None = None) -> None:
+    done = subprocess.run([dueflow_bin(), *args], env=(env or os.environ) | {"DUEFLOW_DATABASE_URL": url},
+                          capture_output=True, text=True)
+    if check and done.returncode:
+        raise SystemExit(f"dueflow {' '.join(args)} failed: {done.stderr[-2000:]}")
+
+
+@dataclass
+class Run:
+    seconds: float
+    rss_mb: float
+    returncode: int
+    out: str
+
+
+def timed(argv: list[str], env: dict[str, str]) -> Run:
+    """Wall time and peak RSS (the kernel's, of this one process) of a fresh process."""
+    with tempfile.TemporaryFile("w+") as out:
+        started = time.perf_counter()
+        proc = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT)
+        _pid, status, usage = os.wait4(proc.pid, 0)
+        seconds = time.perf_counter() - started
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        text = out.read()
+    return Run(round(seconds, 3), round(usage.ru_maxrss / 1024, 1), proc.returncode, text[-3000:])
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class PrefectServer:
+    """`prefect server start` in its own home, as a user starts it."""
+
+    def __init__(self) -> None:
+        self.home = tempfile.mkdtemp(prefix="dueflow-nights-prefect-")
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}/api"
+        self.log = open(Path(self.home) / "server.log", "w")  # noqa: SIM115 - closed in stop()
+        env = os.environ | {"PREFECT_HOME": self.home, "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
+        self.proc = subprocess.Popen([str(Path(sys.executable).parent / "prefect"), "server", "start",
+                                      "--host", "127.0.0.1", "--port", str(self.port)],
+                                     env=env, stdout=self.log, stderr=subprocess.STDOUT,
+                                     start_new_session=True)
+
+    def wait(self, timeout: float = 180) -> float:
+        started = time.perf_counter()
+        while time.perf_counter() - started < timeout:
+            if self.proc.poll() is not None:
+                tail = (Path(self.home) / "server.log").read_text()[-2000:]
+                raise SystemExit(f"prefect server exited: {tail}")
+            try:
+                with urllib.request.urlopen(self.url + "/health", timeout=2) as reply:
+                    if reply.status == 200:
+                        return time.perf_counter() - started
+            except OSError:
+                time.sleep(0.5)
+        raise SystemExit("prefect server did not answer in time")
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        self.log.close()
+        shutil.rmtree(self.home, ignore_errors=True)
+
+
+def machine_line(url: str) -> str:
+    from sqlalchemy import create_engine
+
+    from bench.run import describe_machine, machine_speed
+
+    engine = create_engine(url)
+    try:
+        return describe_machine({"cpus": os.cpu_count()} | machine_speed(engine))
+    finally:
+        engine.dispose()
+
+
+# --------------------------------------------------------------------------- nights
+
+def night_dates(as_of: date) -> dict[str, date]:
+    return {"first": as_of, "again": as_of, "steady": as_of + timedelta(days=1)}
+
+
+def measure_shape(label: str, url: str, as_of: date, runs: int, env: dict[str, str], sink: Any,
+                  profile_dir: Path | None, naive: bool, only: str) -> dict[str, Any]:
+    mail_host, mail_port = "127.0.0.1", str(sink.port)
+    dueflow_env = env | {"DUEFLOW_DATABASE_URL": url}
+    out: dict[str, Any] = {n: {"seeds": [], "dueflow": [], "naive": []} for n in NIGHTS}
+    for rep in range(runs):
+        reset_ledgers(url)
+        for night, day in night_dates(as_of).items():
+            commands = {
+                "seeds": [sys.executable, "-m", "bench.seeds", url, mail_host, mail_port, day.isoformat()],
+                "dueflow": [dueflow_bin(), "run", "--as-of", day.isoformat()],
+            }
+            for who in ("seeds", "dueflow"):
+                if only and who != only:
+                    continue
+                before = sink.received
+                run = timed(commands[who], dueflow_env)
+                time.sleep(0.3)
+                received = sink.wait_for(before) - before
+                out[night][who].append(run.__dict__ | {"received": received})
+                log(f"{label} run {rep + 1} {night:6} {who:7} {run.seconds:7.2f} s  RSS {run.rss_mb:6.0f} MB"
+                    f"  emails {received:,}  exit {run.returncode}")
+                if run.returncode:
+                    log(run.out)
+    if naive:  # its own ledger sequence: it writes dueflow_ledger rows
+        reset_ledgers(url)
+        for night, day in night_dates(as_of).items():
+            run = timed([sys.executable, "-m", "bench.naive", url, mail_host, mail_port, day.isoformat(),
+                         MAIL_FROM, ESCALATION_TO, "[15, 30, 60]", "[7, 5, 7]"], dueflow_env)
+            out[night]["naive"].append(run.__dict__)
+            log(f"{label} {night:6} naive   {run.seconds:7.2f} s  RSS {run.rss_mb:6.0f} MB")
+    if profile_dir:  # the nothing-new night under cProfile, imports included
+        reset_ledgers(url)
+        day = night_dates(as_of)
+        timed([dueflow_bin(), "run", "--as-of", day["first"].isoformat()], dueflow_env)
+        profile_dir.mkdir(parents=True, exist_ok=True)
+        path = profile_dir / f"nothing_new_{label}.prof"
+        timed([sys.executable, "-m", "bench.profile_run", str(path), "run", "--as-of",
+               day["again"].isoformat()], dueflow_env)
+        log(f"{label}: profile of the nothing-new night in {path} (and .txt)")
+    return out
+
+
+def median(runs: list[dict[str, Any]], field: str) -> float | None:
+    values = [r[field] for r in runs if r.get("returncode", 0) == 0]
+    return statistics.median(values) if values else None
+
+
+def report(results: dict[str, Any], machine: str) -> str:
+    lines = [f"machine: {machine}", ""]
+    if results.get("floor"):
+        lines += [f"empty Prefect flow run as a process (the floor): median"
+                  f" {statistics.median(r['seconds'] for r in results['floor']):.2f} s of"
+                  f" {[r['seconds'] for r in results['floor']]}", ""]
+    header = (f"{'scale':6} {'night':7} {'seeds s':>8} {'dueflow s':>10} {'seeds/dueflow':>14}"
+              f" {'naive s':>8} {'naive/dueflow':>14} {'RSS dueflow':>12} {'RSS seeds':>10}")
+    lines += [header, "-" * len(header)]
+    for label, shape in results["shapes"].items():
+        for night in NIGHTS:
+            r = shape["nights"][night]
+            s, d, n = (median(r[who], "seconds") for who in ("seeds", "dueflow", "naive"))
+            pairs = [a["seconds"] / b["seconds"] for a, b in zip(r["seeds"], r["dueflow"], strict=False)]
+            ratio = f"{statistics.median(pairs):.2f}×" if pairs else ""
+            lines.append(
+                f"{label:6} {night:7} {s or 0:8.2f} {d or 0:10.2f} {ratio:>14}"
+                f" {(f'{n:8.2f}' if n else ''):>8} {(f'{n / d:.2f}×' if n and d else ''):>14}"
+                f" {(median(r['dueflow'], 'rss_mb') or 0):10.0f} MB"
+                f" {(median(r['seeds'], 'rss_mb') or 0):7.0f} MB")
+    labels = list(results["shapes"])
+    if len(labels) > 1:
+        small, large = (results["shapes"][x]["nights"] for x in (labels[0], labels[-1]))
+        lines.append("")
+        for who in ("dueflow", "seeds"):
+            for night in NIGHTS:
+                a, b = median(small[night][who], "seconds"), median(large[night][who], "seconds")
+                if a and b:
+                    lines.append(f"growth {labels[0]} → {labels[-1]}, {night:6} night, {who:7}: {b / a:.2f}×"
+                                 f" ({a:.2f} → {b:.2f} s)")
+            rss = [max((r["rss_mb"] for n in NIGHTS for r in x[n][who]), default=0) for x in (small, large)]
+            lines.append(f"peak RSS {who:7}: {labels[0]} {rss[0]:.0f} MB, {labels[-1]} {rss[1]:.0f} MB")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.nights", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--small", action="store_true", help="one small shape (20k rows), for a quick check")
+    parser.add_argument("--scales", default="1,5", help="scales of the issue's shape, e.g. 1 or 1,5")
+    parser.add_argument("--runs", type=int, default=1, help="pairs of each night per scale (medians)")
+    parser.add_argument("--reuse-data", action="store_true", 
+                        help="keep each shape's database when it holds it")
+    parser.add_argument("--naive", action="store_true", 
+                        help="also the heavier per-row script (bench/naive.py)")
+    parser.add_argument("--only", choices=("seeds", "dueflow"), default="", help="run one side only")
+    parser.add_argument("--profile-dir", default=None, help="cProfile the nothing-new night into this folder")
+    parser.add_argument("--as-of", type=date.fromisoformat, default=AS_OF)
+    parser.add_argument("--tree", default=None,
+                        help="a directory holding another dueflow tree as dueflow/ (e.g. the code before a"
+                             " change): `dueflow run` imports it (PYTHONPATH)")
+    parser.add_argument("--floor", type=int, default=0, metavar="N",
+                        help="also time N empty Prefect flow runs as processes (the floor of any flow)")
+    parser.add_argument("--floor-only", action="store_true", help="only the floor (with --floor N)")
+    parser.add_argument("--generate-only", action="store_true", help="make (or check) the data and stop")
+    parser.add_argument("--json", default="bench/out/nights.json")
+    args = parser.parse_args(argv)
+    shapes = {"small": Shape.small()} if args.small else {
+        f"{s}x": Shape.scaled(float(s)) for s in args.scales.split(",")}
+
+    from bench.smtp_sink import SinkProcess
+
+    client_home = tempfile.mkdtemp(prefix="dueflow-nights-client-")
+    env = dict(os.environ) | {
+        "PREFECT_HOME": client_home, "PREFECT_LOGGING_LEVEL": "WARNING",
+        "DUEFLOW_MAIL_FROM": MAIL_FROM, "DUEFLOW_ESCALATION_TO": ESCALATION_TO, "DUEFLOW_TIMEZONE": "UTC",
+    }
+    env.pop("OPENAI_API_KEY", None)
+    if args.tree:
+        env["PYTHONPATH"] = str(Path(args.tree).resolve())
+    os.environ.update({k: v for k, v in env.items() if k.startswith("DUEFLOW_")})
+    urls = {label: ensure_data(shape, label, args.as_of, args.reuse_data) for label, shape in shapes.items()}
+    if args.generate_only:
+        return 0
+    machine = machine_line(next(iter(urls.values()))[0])
+    log(f"machine: {machine}")
+    results: dict[str, Any] = {"machine": machine, "shapes": {}, "as_of": args.as_of.isoformat(),
+                               "tree": args.tree or "working tree"}
+    server = PrefectServer()
+    try:
+        log(f"prefect server start: up in {server.wait():.1f} s (not counted)")
+        env["PREFECT_API_URL"] = server.url
+        if args.floor:
+            runs = [timed([sys.executable, "-c", EMPTY_FLOW], env) for _ in range(args.floor)]
+            results["floor"] = [r.__dict__ for r in runs]
+            log(f"empty Prefect flow run as a process: {[r.seconds for r in runs]} s"
+                f" (exit {[r.returncode for r in runs]})")
+        with SinkProcess() as sink:
+            env["DUEFLOW_MAIL_URL"] = sink.url
+            for label, (url, generated) in ({} if args.floor_only else urls).items():
+                results["shapes"][label] = {
+                    "shape": shapes[label].__dict__, "generated_seconds": generated,
+                    "nights": measure_shape(label, url, args.as_of, args.runs, env, sink,
+                                            Path(args.profile_dir) if args.profile_dir else None,
+                                            args.naive, args.only)}
+    finally:
+        server.stop()
+        shutil.rmtree(client_home, ignore_errors=True)
+    text = report(results, machine)
+    print()
+    print(text)
+    path = Path(args.json)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(results, indent=2))
+    path.with_suffix(".txt").write_text(text + "\n")
+    print(f"\nfigures written to {path} and {path.with_suffix('.txt')}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,32 @@
+-- The invoices a night decides dunning for: open ones whose next step may be due tonight
+-- (sql/fragments/dunning_candidate), plus every other row that shares an id with one of
+-- them, so that a duplicated id is seen, and quarantined, whatever the other copy says
+-- (G6); candidates without an id come by the second branch. Open invoices sent days ago
+-- and not due for days are not read, nor their clients or history (docs/performance.md).
+-- steps: each invoice's last step in the ledger; dated: those whose wait is over.
+WITH steps AS MATERIALIZED (
+    SELECT m.subject_id, MAX(m.step_rank) AS step_rank
+    FROM dueflow_ledger m WHERE m.job = 'dunning'
+    GROUP BY m.subject_id
+), dated AS MATERIALIZED (
+    SELECT s.subject_id
+    FROM steps s
+    JOIN dueflow_ledger m ON m.job = 'dunning' AND m.subject_id = s.subject_id AND m.step_rank = s.step_rank
+    WHERE (s.step_rank = 1 AND COALESCE(m.attempt_as_of, m.as_of) <= :after_first_by)
+       OR (s.step_rank = 2 AND COALESCE(m.attempt_as_of, m.as_of) <= :after_second_by)
+), picked AS MATERIALIZED (
+    SELECT o.* FROM (
+        SELECT id, client_id, number, amount, amount_minor, currency, status, sent_at, due_date, paid_at,
+               CASE WHEN :start = 'sent' THEN CAST(sent_at AS text) ELSE CAST(due_date AS text) END AS start_text
+        FROM invoices
+        WHERE /*include invoice_may_be_dunned*/
+    ) o
+    WHERE /*include dunning_candidate*/
+)
+SELECT id, client_id, number, amount, amount_minor, currency, status, sent_at, due_date, paid_at
+FROM invoices
+WHERE id IN (SELECT id FROM picked)
+UNION ALL
+SELECT id, client_id, number, amount, amount_minor, currency, status, sent_at, due_date, paid_at
+FROM picked
+WHERE id IS NULL

@@ -1,0 +1,149 @@
+"""A night reads only the invoices whose next dunning step may be due (sql/dunning_candidates,
+sql/fragments/dunning_candidate), and only their clients and history. On random invoices,
+clients and ledgers, on SQLite and PostgreSQL, the SQL must pick every invoice the pure rule
+(tasks.core.decide.dunning_may_be_due) picks — with every other copy of its id — and a night
+decided on what it reads must be the night decided on every open invoice: the same keys to
+reserve, the same due rows, the same quarantines."""
+
+from __future__ import annotations
+
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from datetime import date, timedelta
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+from sqlalchemy import create_engine, text
+
+from dueflow.tasks import steps
+from dueflow.tasks.adapters import db
+from dueflow.tasks.core.decide import due_dunning_steps, dunning_may_be_due
+from tests import examples
+from tests.conftest import PG_URL, require_pg
+from tests.factories import without_keys
+
+AS_OF = date(2027, 1, 20)
+ids = st.sampled_from(["a", "b", "c", "d", "e", "f", None])
+days = st.integers(min_value=-2, max_value=30)
+offsets = st.sampled_from(["+00:00", "+14:00", "-11:00", "+05:30"])
+hours = st.sampled_from([0, 1, 9, 12, 23])
+STEP_NAMES = {1: "REMINDED_1", 2: "REMINDED_2", 3: "OVERDUE"}
+
+
+def stamp(day: int, hour: int, offset: str) -> str:
+    return f"{(AS_OF - timedelta(days=day)).isoformat()}T{hour:02d}:30:00{offset}"
+
+
+@st.composite
+def scenarios(draw: st.DrawFn) -> dict:
+    invoices = draw(st.lists(st.fixed_dictionaries({
+        "id": ids,
+        "client_id": st.sampled_from(["k1", "k2", "k3", None]),
+        "status": st.sampled_from(["sent", "sent", "sent", "paid", "draft", "Sent", None]),
+        "sent_at": st.one_of(st.builds(stamp, days, hours, offsets), st.none()),
+        "due_date": st.one_of(days.map(lambda d: (AS_OF - timedelta(days=d - 10)).isoformat()), st.none()),
+        "paid_at": st.sampled_from([None, None, None, "2027-01-02T10:00:00+00:00"]),
+        "amount": st.sampled_from(["10.00", "10.001", "-5", "0"]),
+    }), max_size=7))
+    clients = draw(st.lists(st.fixed_dictionaries({
+        "id": st.sampled_from(["k1", "k2", "k3"]),
+        "paused": st.sampled_from([False, False, True]),
+        "email": st.sampled_from(["ap@client.example", "not-an-address"]),
+    }), max_size=4))
+    subjects = [i["id"] for i in invoices if i["id"]] or ["a"]
+    ledger = draw(st.lists(st.fixed_dictionaries({
+        "subject_id": st.sampled_from(subjects),
+        "step_rank": st.sampled_from([1, 1, 2, 2, 3]),
+        "status": st.sampled_from(["sent", "sent", "adopted", "pending", "failed"]),
+        "as_of": days, "attempt_as_of": st.one_of(st.none(), days),
+    }), max_size=6))
+    return {"invoices": invoices, "clients": clients, "ledger": ledger,
+            "delays": draw(st.sampled_from([(7, 5, 7), (1, 1, 1), (3, 10, 2)])),
+            "start": draw(st.sampled_from(["sent", "due"])),
+            "timezone": draw(st.sampled_from(["UTC", "Pacific/Kiritimati", "Pacific/Pago_Pago"]))}
+
+
+@pytest.fixture(scope="module")
+def databases(tmp_path_factory) -> Iterator[dict[str, str]]:
+    """An initialised SQLite file and PostgreSQL schema whose invoices and clients, like a
+    user's own, have no primary key (duplicated ids can be stored)."""
+    require_pg()
+    sqlite_url = f"sqlite:///{Path(tmp_path_factory.mktemp('candidates')) / 'c.db'}"
+    schema = f"dueflow_c_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(PG_URL, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f"CREATE SCHEMA {schema}"))
+    pg_url = f"{PG_URL}?options=-csearch_path%3D{schema}"
+    for url in (sqlite_url, pg_url):
+        db.init_db(db.engine_for(url), sample_tables=True)
+        without_keys(url, "invoices", "clients")
+    try:
+        yield {"sqlite": sqlite_url, "postgresql": pg_url}
+    finally:
+        for url in (sqlite_url, pg_url):
+            db.engine_for(url).dispose()
+        with admin.connect() as conn:
+            conn.execute(text(f"DROP SCHEMA {schema} CASCADE"))
+        admin.dispose()
+
+
+def load(url: str, scenario: dict) -> None:
+    invoices = [{"id": i["id"], "client_id": i["client_id"], "number": "F-1", "amount": i["amount"],
+                 "currency": "EUR", "status": i["status"], "sent_at": i["sent_at"],
+                 "due_date": i["due_date"], "paid_at": i["paid_at"]} for i in scenario["invoices"]]
+    clients = [{"id": c["id"], "name": "Client", "email": c["email"], "locale": "en",
+                "dunning_paused": c["paused"]} for c in scenario["clients"]]
+    ledger = {}
+    for r in scenario["ledger"]:
+        key = f"dunning/{r['subject_id']}/{STEP_NAMES[r['step_rank']]}"
+        ledger[key] = {"key": key, "job": "dunning", "subject_id": r["subject_id"], "cycle": "",
+                       "step": STEP_NAMES[r["step_rank"]], "step_rank": r["step_rank"], "status": r["status"],
+                       "as_of": (AS_OF - timedelta(days=r["as_of"])).isoformat(),
+                       "attempt_as_of": None if r["attempt_as_of"] is None
+                       else (AS_OF - timedelta(days=r["attempt_as_of"])).isoformat()}
+    with db.writing(db.engine_for(url)) as conn:
+        for table in ("invoices", "clients", "dueflow_ledger"):
+            conn.execute(text(f"DELETE FROM {table}"))
+        for table, items in (("invoices", invoices), ("clients", clients),
+                             ("dueflow_ledger", list(ledger.values()))):
+            for item in items:
+                conn.execute(text(f"INSERT INTO {table} ({', '.join(item)}) VALUES "
+                                  f"({', '.join(':' + c for c in item)})"), item)
+
+
+def night(decision) -> tuple:
+    due = decision.due
+    return (sorted(decision.to_reserve["key"]), sorted(zip(due["key"], due["handled"], strict=True)),
+            Counter(zip(decision.quarantined["source_id"], decision.quarantined["reason"], strict=True)))
+
+
+@settings(max_examples=examples(80), deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(scenario=scenarios())
+@pytest.mark.pg
+def test_the_sql_candidates_are_the_pure_rule_and_change_no_decision(databases, scenario):
+    delays, start, timezone = scenario["delays"], scenario["start"], scenario["timezone"]
+    for dialect, url in databases.items():
+        load(url, scenario)
+        database = db.Database(url).with_sources(timezone=timezone)
+        full = steps.dunning_sources(database)
+        tonight = steps.dunning_candidate_sources(database, AS_OF, delays, start, timezone)
+
+        # Every invoice the pure rule picks is read tonight, with every copy of its id.
+        picked = dunning_may_be_due(full["invoices"], full["history"], AS_OF, delays, timezone, start)
+        wanted = full["invoices"].reset_index(drop=True)[picked.to_numpy()]
+        read = Counter(tonight["invoices"]["id"].fillna("(none)"))
+        assert not Counter(wanted["id"].fillna("(none)")) - read, dialect
+        for invoice_id in set(wanted["id"].dropna()):
+            assert read[invoice_id] == (full["invoices"]["id"] == invoice_id).sum(), dialect
+        left_out = len(full["invoices"]) - len(wanted)
+        event(f"{dialect}: {min(len(wanted), 2)}+ candidate(s), {min(left_out, 2)}+ left out")
+
+        # Decided on what the night reads, or on every open invoice: the same night.
+        args = (AS_OF, delays, timezone, "escalations@example.com", start)
+        everything = due_dunning_steps(full["invoices"], full["clients"], full["history"], *args)
+        candidates = due_dunning_steps(tonight["invoices"], tonight["clients"], tonight["history"], *args)
+        assert night(candidates) == night(everything), dialect
