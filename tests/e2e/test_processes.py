@@ -61,11 +61,11 @@ def test_operator_resolves_pending_rows(cli_env, db_url, smtp_sink, dueflow_cli)
     out = retry.stdout
     assert retry.returncode == 0, retry.stderr
     ledger = db.ledger_rows(db.engine_for(db_url)).set_index("key")
-    # The one settled as failed is retried by the next run, with its stored message;
-    # the one settled as sent is never sent again.
+    # The one settled as failed is retried by the next run (its attempts counted anew from
+    # the operator's word); the one settled as sent is never sent again.
     assert smtp_sink.keys() == [lost_key]
     assert "1 retried" in out
-    assert ledger.loc[lost_key, "status"] == "sent" and ledger.loc[lost_key, "attempts"] == 2
+    assert ledger.loc[lost_key, "status"] == "sent" and ledger.loc[lost_key, "attempts"] == 1
     assert ledger.loc[delivered_key, "status"] == "sent" and ledger.loc[delivered_key, "attempts"] == 1
     assert "resolved by an operator as sent: checked the relay log" in ledger.loc[delivered_key, "error"]
 
