@@ -8,6 +8,7 @@ line before anything is read."""
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -218,6 +219,9 @@ def _canonical_rows(name: str, rows: list[dict], id_kind: str) -> list[dict]:
     return out
 
 
+_AMOUNT_WRITTEN = re.compile(r"amount (-?[0-9]+(?:\.[0-9]+)?) ")
+
+
 def expressible(tables: dict[str, list[dict]], shape: Shape) -> dict[str, list[dict]]:
     """The tables with every amount the shape can hold: integer minor units cannot hold
     980.40 JPY, so in that shape both sides hold what they can (980)."""
@@ -348,7 +352,9 @@ def decided(database: db.Database) -> dict[str, object]:
             amount = getattr(row, "amount", None)
             due[row.key] = (row.recipient, None if amount is None else Decimal(str(amount)), row.handled)
     source_ids = list(renewal.quarantined["source_id"]) + list(reminders.quarantined["source_id"])
-    reasons = list(renewal.quarantined["reason"]) + list(reminders.quarantined["reason"])
+    # A reason quotes the amount as the source holds it: 12.5 in a float column is 12.50.
+    reasons = [_AMOUNT_WRITTEN.sub(lambda m: f"amount {Decimal(m.group(1)).normalize()} ", reason)
+               for reason in list(renewal.quarantined["reason"]) + list(reminders.quarantined["reason"])]
     quarantined = sorted(zip(source_ids, reasons, strict=True))
     return {"due": due, "quarantined": quarantined}
 
