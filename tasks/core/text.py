@@ -90,34 +90,39 @@ _MARK = "\x01"
 _LINE_BREAKS = re.compile(r"[\n\r\x00\x01]")
 
 
+def _substituted(values: pd.Series, pattern: re.Pattern[str]
+                 ) -> tuple[np.ndarray, list, np.ndarray, list[str]]:
+    """The values present, their texts, which of them hold a line break (NUL, \\x01), and
+    what one substitution of `pattern` by the mark made of each, over the values joined by
+    line breaks (a broken value stands as '')."""
+    present, texts = present_texts(values)
+    if not texts:
+        return present, texts, np.zeros(0, dtype=bool), []
+    broken = rows_matching(values, _LINE_BREAKS)[present]
+    kept = np.asarray(texts, dtype=object)
+    kept[broken] = ""
+    return present, texts, broken, pattern.sub(_MARK, "\n".join(kept.tolist())).split("\n")
+
+
 def fullmatch_rows(values: pd.Series, pattern: re.Pattern[str]) -> np.ndarray:
     """Whether each value matches `pattern` whole — one compiled with re.MULTILINE as
     ^(?:…)$ that cannot cross a line — by one substitution over the values joined by
     line breaks (values holding a line break, NUL or \\x01 never match)."""
-    present, texts = present_texts(values)
     hits = np.zeros(len(values), dtype=bool)
-    if not texts:
-        return hits
-    broken = rows_matching(values, _LINE_BREAKS)[present]
-    kept = np.asarray(texts, dtype=object)
-    kept[broken] = ""
-    pieces = np.asarray(pattern.sub(_MARK, "\n".join(kept.tolist())).split("\n"), dtype=object)
-    hits[present] = (pieces == _MARK) & ~broken
+    present, texts, broken, pieces = _substituted(values, pattern)
+    if texts:
+        hits[present] = (np.asarray(pieces, dtype=object) == _MARK) & ~broken
     return hits
 
 
 def search_rows(values: pd.Series, pattern: re.Pattern[str]) -> np.ndarray:
     """Whether each value holds a match of `pattern` (re.MULTILINE, not crossing a line;
     `$` is a value's end), by one substitution over the values joined by line breaks."""
-    present, texts = present_texts(values)
     hits = np.zeros(len(values), dtype=bool)
+    present, texts, broken, pieces = _substituted(values, pattern)
     if not texts:
         return hits
-    broken = rows_matching(values, _LINE_BREAKS)[present]
-    kept = np.asarray(texts, dtype=object)
-    kept[broken] = ""
-    pieces = np.asarray(pattern.sub(_MARK, "\n".join(kept.tolist())).split("\n"), dtype=str)
-    found = np.strings.find(pieces, _MARK) >= 0
+    found = np.strings.find(np.asarray(pieces, dtype=str), _MARK) >= 0
     if broken.any():  # the few values with a line break, one by one
         found[broken] = [pattern.search(t.replace("\n", " ")) is not None
                          for t in np.asarray(texts, dtype=object)[broken]]
