@@ -29,10 +29,10 @@ _FORM = (rf"^(?![{_ATEXT}.]+@[A-Za-z0-9.-]+\Z)",
 _RULES = (
     _FORM,
     (rf"^.{{{MAX_ADDRESS + 1},}}", f"is longer than {MAX_ADDRESS} characters"),
-    (rf"^[^@]{{{MAX_LOCAL + 1},}}@", f"has a part before the @ longer than {MAX_LOCAL} characters"),
+    (rf"^[^@\n]{{{MAX_LOCAL + 1},}}@", f"has a part before the @ longer than {MAX_LOCAL} characters"),
     (r"^\.|\.@", "starts or ends its part before the @ with a dot"),
-    (r"^[^@]*\.\.", "has two dots in a row before the @"),
-    (r"^[^@]*=\?[^@]*\?=", "looks like an encoded word (=?charset?…?=), which mail clients show decoded"),
+    (r"^[^@\n]*\.\.", "has two dots in a row before the @"),
+    (r"^[^@\n]*=\?[^@\n]*\?=", "looks like an encoded word (=?charset?…?=), which mail clients show decoded"),
     (r"\.[0-9]+\Z", "ends in a number, not a domain name"),
 )
 _DOMAIN = {True: (rf"@(?!(?:{_LABEL}\.)+{_LABEL}\Z)",

@@ -101,7 +101,10 @@ def _substituted(values: pd.Series, pattern: re.Pattern[str]
     broken = rows_matching(values, _LINE_BREAKS)[present]
     kept = np.asarray(texts, dtype=object)
     kept[broken] = ""
-    return present, texts, broken, pattern.sub(_MARK, "\n".join(kept.tolist())).split("\n")
+    pieces = pattern.sub(_MARK, "\n".join(kept.tolist())).split("\n")
+    if len(pieces) != len(kept):  # a match ate a line break ([^@] does): value by value
+        pieces = [pattern.sub(_MARK, text) for text in kept.tolist()]
+    return present, texts, broken, pieces
 
 
 def fullmatch_rows(values: pd.Series, pattern: re.Pattern[str]) -> np.ndarray:

@@ -4,18 +4,19 @@ calls, which must not grow with the rows (counted with sys.setprofile: no clock)
 
 from __future__ import annotations
 
+import re
 import sys
 from datetime import date
 
 import numpy as np
-from hypothesis import given
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from dueflow.tasks.core.decide import due_dunning_steps, due_renewal_alerts
 from dueflow.tasks.core.frames import pd
 from dueflow.tasks.core.keys import id_problem, id_problems
 from dueflow.tasks.core.money import amount_problem, amount_problems
-from dueflow.tasks.core.text import invalid_utf8
+from dueflow.tasks.core.text import fullmatch_rows, invalid_utf8, search_rows
 
 digits = st.text(alphabet="0123456789", max_size=35)
 amount_texts = st.one_of(
@@ -54,6 +55,27 @@ def test_id_problems_are_the_one_id_reference_over_columns(values):
 def test_invalid_utf8_finds_exactly_the_values_with_surrogates(values):
     got = invalid_utf8(pd.Series(values, dtype=object)).tolist()
     assert got == [isinstance(v, str) and any(0xD800 <= ord(c) <= 0xDFFF for c in v) for v in values]
+
+
+# Patterns over a column joined by line breaks, some of which can cross a line ([^@], \s):
+# the column helpers must still answer value by value.
+LINE_PATTERNS = [re.compile(p, re.MULTILINE) for p in
+                 (r"^[^@]*\.\.", r"^[^@]{3,}@", r"a\s*b", r"^x$", r"\d+$", r"^(?:[a-z.]+@[a-z.]+)$")]
+line_cells = st.one_of(st.none(), st.text(alphabet="ab.@x1 \n\r\x00\x01", max_size=8))
+
+
+@settings(max_examples=300)
+@given(st.lists(line_cells, max_size=20), st.sampled_from(LINE_PATTERNS))
+@example(["0@A.aR", "", ".."], LINE_PATTERNS[0])  # CI found it: a match that ate a line break
+def test_search_and_fullmatch_over_a_column_are_the_one_value_answers(values, pattern):
+    column = pd.Series(values, dtype=object)
+    single = re.compile(pattern.pattern.replace("$", r"\Z"))  # `$` is a value's end over a column
+    found = [isinstance(v, str) and single.search(v.replace("\n", " ")) is not None for v in values]
+    assert search_rows(column, pattern).tolist() == found
+    whole = [isinstance(v, str) and not re.search(r"[\n\r\x00\x01]", v) and single.fullmatch(v) is not None
+             for v in values]
+    assert fullmatch_rows(column, re.compile(f"^(?:{pattern.pattern.strip('^$')})$", re.MULTILINE)
+                          ).tolist() == whole
 
 
 AS_OF = date(2027, 6, 15)
