@@ -15,7 +15,7 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
 from dueflow.blocks.settings import Settings
 from dueflow.tasks.core import defaults
-from dueflow.tasks.core.frames import pd
+from dueflow.tasks.core.frames import pd, records
 from dueflow.tasks.forecast import forecast
 
 ARTIFACT_ROWS = 1000
@@ -53,7 +53,7 @@ def forecast_flow(
     shown = rows.head(ARTIFACT_ROWS).astype({"night": str})
     create_table_artifact(
         key="dueflow-forecast",
-        table=shown.astype(object).where(shown.notna(), None).to_dict("records"),
+        table=records(shown.astype(object).where(shown.notna(), None)),
         description=headline + (f" (first {ARTIFACT_ROWS} rows)" if len(rows) > ARTIFACT_ROWS else ""),
     )
     counts = per_night(rows)

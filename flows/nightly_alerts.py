@@ -8,12 +8,14 @@ this module: deploying, serving, a worker and the CLI load it in a fraction of a
 from __future__ import annotations
 
 from datetime import date
-from typing import TYPE_CHECKING, Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+from uuid import UUID
 
 from prefect import State, flow, get_run_logger
 from prefect.runtime import flow_run
 from prefect.task_runners import ThreadPoolTaskRunner
 from pydantic import Field
+from pydantic.fields import FieldInfo
 
 from dueflow.blocks.settings import ConfigError, Settings
 from dueflow.tasks.core import defaults
@@ -33,7 +35,7 @@ if TYPE_CHECKING:
 __all__ = ["DELIVERY_WORKERS", "nightly_alerts"]
 
 
-def _shown(**schema: object) -> Field:
+def _shown(**schema: Any) -> FieldInfo:
     """Constraints the run form shows (its JSON schema) and tasks/core/parameters.py checks
     with one line naming the parameter; pydantic is not asked to enforce them, as its error
     would be a multi-line report instead."""
@@ -68,7 +70,7 @@ def checked_parameters(**raw: object) -> RunParameters:
     from dueflow.tasks.core.parameters import ParameterError, run_parameters
 
     try:
-        return run_parameters(**raw)  # type: ignore[arg-type]
+        return run_parameters(**raw)
     except ParameterError as exc:
         raise ConfigError(str(exc)) from None
 
@@ -93,7 +95,8 @@ def checked_as_of(as_of: date | None, settings: Settings, engine: Engine, allow_
 
 
 @flow(name="nightly-alerts", flow_run_name=run_name, persist_result=True,
-      task_runner=ThreadPoolTaskRunner(max_workers=DELIVERY_WORKERS))
+      # Prefect's annotation is invariant in the future type its own runner returns:
+      task_runner=ThreadPoolTaskRunner(max_workers=DELIVERY_WORKERS))  # type: ignore[arg-type]
 def nightly_alerts(
     as_of: date | None = None,
     dry_run: bool = False,
@@ -285,7 +288,7 @@ def add_tags(tags: list[str]) -> None:
     from prefect.client.orchestration import get_client
 
     with get_client(sync_client=True) as client:
-        client.update_flow_run(run_id, tags=sorted({*flow_run.get_tags(), *tags}))
+        client.update_flow_run(UUID(run_id), tags=sorted({*flow_run.get_tags(), *tags}))
 
 
 def tag_ledger(ctx: RunContext) -> None:

@@ -522,13 +522,15 @@ def run_checks(env: dict[str, str] | None = None,
         return results
     block_check, settings = check_blocks(settings)
     done(block_check)
-    for check in (check_database, check_mail, check_bounces, check_llm, check_templates):
+    checks: tuple[Callable[[Settings], Check | list[Check] | None], ...] = (
+        check_database, check_mail, check_bounces, check_llm, check_templates)
+    for run_check in checks:
         try:
-            outcome = check(settings)
+            outcome = run_check(settings)
             for one in outcome if isinstance(outcome, list) else [outcome]:
                 done(one)
         except Exception as exc:  # a check must report, never crash the others
-            done(Check(check.__name__.removeprefix("check_"), False,
+            done(Check(run_check.__name__.removeprefix("check_"), False,
                        f"the check itself failed: {_reason(exc)}"))
     if sources:
         try:

@@ -27,6 +27,7 @@ from dueflow.tasks.core.statuses import LedgerStatus, RowStatus
 from dueflow.tasks.deliver import DeliverySettings, Recipient, deliver
 from dueflow.tasks.steps import (
     RenderAgain,
+    SourcesRefused,
     compose_and_store,
     compose_dunning,
     compose_renewals,
@@ -76,7 +77,7 @@ class JobSpec:
 
     name: Job
     source: str  # the source table: quarantined rows are reported as SOURCE/ID
-    extract: Callable[[RunContext], Extracted]
+    extract: Callable[[RunContext], Extracted | SourcesRefused]
     decide: Callable[[Extracted, RunContext], Decision]
     compose: Callable[[pd.DataFrame, Extracted, RunContext], Composed]
 
@@ -129,7 +130,7 @@ def reserve(ctx: RunContext, job: JobSpec, decision: Decision) -> tuple[pd.DataF
     handled = due[due["handled"]]
     rows = [key_rows(job.name, pd.DataFrame({"key": f"{job.source}/" + bad["source_id"],
                                              "recipient": pd.NA}), RowStatus.QUARANTINED,
-                     bad["reason"].to_numpy()),
+                     bad["reason"].tolist()),
             _handled_rows(job.name, handled, db.open_keys(ctx.database.engine) if len(handled) else {})]
     candidates = decision.to_reserve
     cap = ctx.params.send_cap

@@ -34,7 +34,7 @@ from dueflow.tasks.core.decide import (
     settled_apart,
     with_settled,
 )
-from dueflow.tasks.core.frames import pd
+from dueflow.tasks.core.frames import pd, records
 from dueflow.tasks.core.llm_guard import DRAFTED_STEPS, payment_history_frame, reminders, template_draft
 from dueflow.tasks.core.message import OutgoingEmail
 from dueflow.tasks.core.money import amounts_from_minor
@@ -203,7 +203,7 @@ def retry_failed(again: RenderAgain, as_of: date, flow_run_id: str | None,
                             columns=[f.name for f in fields(OutgoingEmail)])
     keys = retried_keys(candidates, rendered)
     db.requeue_failed(again.database, flow_run_id,
-                      rendered[rendered["key"].isin(keys)].to_dict("records"))
+                      records(rendered[rendered["key"].isin(keys)]))
     transient = set(candidates.loc[~candidates["permanent"], "key"])
     return [(key, reason) for key, reason in composed.failures if key in transient]
 
@@ -308,7 +308,7 @@ def publish_report(summary: RunSummary) -> None:
     shown = int((summary.rows["status"] != RowStatus.ALREADY_HANDLED).sum())
     table = table_rows(summary, ARTIFACT_ROWS)
     create_table_artifact(
-        key=f"{prefix}-rows", table=table.to_dict("records"),
+        key=f"{prefix}-rows", table=records(table),
         description=summary.headline() + (f" (first {ARTIFACT_ROWS} of {shown} rows)"
                                           if shown > ARTIFACT_ROWS else ""),
     )

@@ -99,7 +99,7 @@ def delays_of(value: object) -> tuple[int, ...]:
 def dunning_start_of(value: object) -> DunningStart:
     if value not in DUNNING_STARTS or not isinstance(value, str):
         raise ParameterError("dunning_start", "'sent' or 'due'", value)
-    return value  # type: ignore[return-value]
+    return value
 
 
 def locale_of(value: object) -> str:
@@ -154,7 +154,7 @@ def run_parameters(
         dunning_start=dunning_start_of(dunning_start),
         renewal_locale=locale_of(renewal_locale),
         retry_max_attempts=_whole("retry_max_attempts", retry_max_attempts, 1, MAX_ATTEMPTS),
-        send_cap=send_cap,  # type: ignore[arg-type]
+        send_cap=send_cap,
         adopt=_flag("adopt", adopt),
         dry_run=_flag("dry_run", dry_run),
         retry_backoff_minutes=_whole(
