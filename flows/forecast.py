@@ -8,12 +8,12 @@ e.g. as a deployment the data team triggers before a campaign.
 from __future__ import annotations
 
 from datetime import date
-from typing import Literal
 
 from prefect import flow
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
 from dueflow.blocks.settings import Settings
+from dueflow.flows.nightly_alerts import Start
 from dueflow.tasks.core import defaults
 from dueflow.tasks.core.frames import pd, records
 from dueflow.tasks.forecast import forecast
@@ -37,7 +37,7 @@ def forecast_flow(
     renewal_leads: list[int] = list(defaults.RENEWAL_LEADS),  # noqa: B006 - Prefect copies it
     renewal_locale: str = "en",
     dunning_delays: list[int] = list(defaults.DUNNING_DELAYS),  # noqa: B006
-    dunning_start: Literal["sent", "due"] = "sent",
+    dunning_start: Start = "sent",
 ) -> pd.DataFrame:
     """Every email the nightly run would send on each of `days` nights from `start`
     (default: today), assuming it runs every night and nothing is paid, renewed or

@@ -12,7 +12,13 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from typing import Literal
 
-from dueflow.tasks.core.defaults import RETRY_BACKOFF_MAX_MINUTES
+from dueflow.tasks.core.defaults import (
+    DUNNING_DELAYS,
+    RENEWAL_LEADS,
+    RETRY_BACKOFF_MAX_MINUTES,
+    RETRY_BACKOFF_MINUTES,
+    RETRY_MAX_ATTEMPTS,
+)
 from dueflow.tasks.core.locales import SUPPORTED_LOCALES
 
 DunningStart = Literal["sent", "due"]
@@ -161,6 +167,14 @@ def run_parameters(
             "retry_backoff_minutes", retry_backoff_minutes, 0, MAX_BACKOFF_MINUTES,
             f"a whole number of minutes from 0 to {MAX_BACKOFF_MINUTES:,} (30 days)"),
     )
+
+
+def default_parameters() -> RunParameters:
+    """The nightly flow's parameters as a run that names none has them."""
+    return run_parameters(renewal_leads=RENEWAL_LEADS, dunning_delays=DUNNING_DELAYS, dunning_start="sent",
+                          renewal_locale="en", retry_max_attempts=RETRY_MAX_ATTEMPTS,
+                          retry_backoff_minutes=RETRY_BACKOFF_MINUTES, send_cap=None, adopt=False,
+                          dry_run=False)
 
 
 def forecast_days(value: object) -> int:
