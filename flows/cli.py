@@ -129,7 +129,7 @@ def _wait_for_sqlite(path: str, timeout: float) -> None:
             conn.execute("ROLLBACK")
             return
         except sqlite3.OperationalError as exc:
-            if "locked" not in str(exc) and "busy" not in str(exc):
+            if exc.sqlite_errorcode & 0xFF not in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
                 return  # not a lock: the readiness check reports it
             if time.monotonic() >= deadline:
                 raise UserError(f"the database file {path} is locked by another process (waited"
@@ -226,9 +226,7 @@ def _run_flow(settings: Settings, as_of: date | None, dry_run: bool, **params: A
                 summary = cast("RunSummary", nightly_alerts(as_of=as_of, dry_run=dry_run, **params))
             except Exception as exc:
                 summary = _after_lost_api(exc)
-    except RuntimeError as exc:
-        if "ephemeral Prefect API server" not in str(exc):
-            raise
+    except prefect_api.TemporaryServerDidNotStart:
         raise UserError("the temporary Prefect server did not start in time (set"
                         " PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS higher, or point"
                         " PREFECT_API_URL at a running `prefect server start`)") from None
