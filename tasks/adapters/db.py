@@ -562,6 +562,24 @@ def settle(
     return [claimed[key] for key in claim if key in claimed]
 
 
+@dataclass(frozen=True)
+class SqlLedger:
+    """The ledger's delivery statements on one engine: what a delivery batch uses
+    (tasks/deliver.py, DeliveryLedger)."""
+
+    engine: Engine
+
+    def settle(self, token: str, as_of: date, outcomes: Sequence[Mapping[str, Any]] = (),
+               release: Sequence[str] = (), claim: Sequence[str] = ()) -> list[OutgoingEmail]:
+        return settle(self.engine, token, as_of, outcomes, release, claim)
+
+    def statuses(self, keys: Sequence[str]) -> dict[str, str]:
+        return ledger_status(self.engine, keys)
+
+    def claims(self, keys: Sequence[str]) -> dict[str, str]:
+        return claimed_keys(self.engine, keys)
+
+
 def ledger_states(engine: Engine, keys: Sequence[str]) -> pd.DataFrame:
     """key, status and sending_at of each of these keys that is in the ledger."""
     if not keys:
