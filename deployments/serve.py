@@ -36,8 +36,9 @@ def served(settings: Settings) -> RunnerDeployment:
     settings may replace it."""
     spec = defined()
     limit = spec["concurrency_limit"]
-    schedules = [Cron(settings.schedule_cron or s["cron"], timezone=settings.schedule_timezone or s["timezone"],
-                      slug=s["slug"], active=s.get("active", True)) for s in spec["schedules"]]
+    schedules = [Cron(settings.schedule_cron or s["cron"],
+                      timezone=settings.schedule_timezone or s["timezone"], slug=s["slug"],
+                      active=s.get("active", True)) for s in spec["schedules"]]
     deployment = nightly_alerts.to_deployment(
         name=spec["name"], description=spec["description"], tags=spec["tags"],
         parameters=spec.get("parameters", {}), schedules=schedules,

@@ -27,7 +27,8 @@ def test_the_served_deployment_is_prefect_yamls():
     assert [(s.schedule.cron, s.schedule.timezone, s.slug, s.active) for s in deployment.schedules] == [
         (s["cron"], s["timezone"], s["slug"], s["active"]) for s in spec["schedules"]]
     assert deployment.concurrency_limit == spec["concurrency_limit"]["limit"] == 1
-    assert deployment.concurrency_options.collision_strategy == spec["concurrency_limit"]["collision_strategy"]
+    strategy = deployment.concurrency_options.collision_strategy
+    assert strategy == spec["concurrency_limit"]["collision_strategy"]
     assert deployment.entrypoint.replace("\\", "/").endswith(spec["entrypoint"])
 
 
