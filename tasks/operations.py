@@ -53,12 +53,12 @@ def wait_for_sqlite(path: str, timeout: float, on_wait: Callable[[], None] = lam
         except sqlite3.OperationalError as exc:
             if exc.sqlite_errorcode & 0xFF not in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
                 return  # not a lock: the readiness check reports it
+            if not said:  # said first, even when the first wait already used up the timeout
+                on_wait()
+                said = True
             if time.monotonic() >= deadline:
                 raise ConfigError(f"the database file {path} is locked by another process (waited"
                                   f" {timeout:g} s; DUEFLOW_DB_LOCK_TIMEOUT): nothing was done") from None
-            if not said:
-                on_wait()
-                said = True
         finally:
             conn.close()
 
