@@ -283,12 +283,18 @@ def _check_night(settings: Settings, as_of: date | None, dry_run: bool, params: 
     out of range is one line (exit 2), and nothing was written."""
     import inspect
 
-    from dueflow.flows.nightly_alerts import checked_as_of, checked_parameters, nightly_alerts
+    from dueflow.flows.nightly_alerts import (
+        checked_as_of,
+        checked_parameters,
+        nightly_alerts,
+        with_email_block,
+    )
 
     raw = {name: p.default for name, p in inspect.signature(nightly_alerts.fn).parameters.items()}
     raw |= params | {"dry_run": dry_run}
     allow_any = bool(raw.pop("allow_any_as_of"))
     del raw["as_of"]
+    with_email_block(settings, raw.pop("email_block"))
     checked_parameters(**raw)
     checked_as_of(as_of, settings, _engine(settings), allow_any)
 
@@ -512,9 +518,19 @@ def cmd_invoices(args: argparse.Namespace, settings: Settings) -> int:
         history = db.invoice_steps(engine, args.id)
         if history.empty:
             print(f"No dunning steps recorded for invoice {args.id}.")
+        history = history.astype(object).where(history.notna(), None)
         for row in history.itertuples(index=False):
+            to = f"to {row.recipient}" + (f", cc {row.cc_recipient}" if row.cc_recipient else "")
+            if row.pruned_at is not None:  # retention: the addresses and bodies are gone, the step stays
+                to = f"(addresses and bodies pruned {str(row.pruned_at)[:10]})"
             print(f"{row.as_of}  {row.step:<10}  {row.status:<7}  attempts={row.attempts}"
-                  f"  to {row.recipient}" + (f"  ({row.error})" if row.error else ""))
+                  f"  {to}" + (f"  ({row.error})" if row.error else ""))
+            if row.attachment_sha256:
+                name = f"{row.attachment_name} " if row.attachment_name else ""
+                print(f"            invoice PDF {name}({int(row.attachment_size):,} bytes,"
+                      f" sha256 {row.attachment_sha256})")
+            elif row.attachment_note:
+                print(f"            invoice PDF {row.attachment_note}")
             for report in db.bounce_reports(engine, row.key).itertuples(index=False):
                 print(f"            {report.kind} bounce {str(report.seen_at)[:19]}:"
                       f" {report.status_code or ''} {report.diagnostic or ''}".rstrip()
@@ -527,6 +543,33 @@ def cmd_invoices(args: argparse.Namespace, settings: Settings) -> int:
             print(json.dumps(record, default=str))
         return 0
     print(state.fillna("").to_string(index=False) if not state.empty else "No invoices.")
+    return 0
+
+
+def cmd_prune(args: argparse.Namespace, settings: Settings) -> int:
+    """Retention: remove the bodies, addresses and drafted paragraphs of settled rows whose
+    step got out before a date (--bodies-before, or DUEFLOW_RETAIN_BODIES_DAYS before today);
+    keys, statuses and dates stay for ever; pending, failed and bounced rows are never pruned."""
+    from datetime import timedelta
+
+    from dueflow.tasks.adapters import db
+
+    today = settings.today()
+    if args.bodies_before is not None:
+        before = args.bodies_before
+        if before > today:
+            raise UserError(f"--bodies-before {before} is after today ({today}): a prune keeps at least"
+                            " today's rows (nothing was pruned)")
+    elif settings.retain_bodies_days:
+        before = today - timedelta(days=settings.retain_bodies_days)
+    else:
+        raise UserError("name the date: `dueflow prune --bodies-before YYYY-MM-DD`, or set"
+                        " DUEFLOW_RETAIN_BODIES_DAYS (nothing was pruned)")
+    _check_ready(settings, sources=False)
+    pruned = db.prune_bodies(_engine(settings), before)
+    print(f"Pruned {pruned} settled row(s) whose step got out before {before}: their bodies, subjects,"
+          " addresses and drafted paragraphs are gone; their keys, statuses and dates are kept"
+          " (`dueflow ledger` shows pruned_at). Pending, failed and bounced rows are never pruned.")
     return 0
 
 
@@ -548,6 +591,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, Settings], int]] = {
     "adopt": cmd_adopt,
     "quarantine": cmd_quarantine,
     "forecast": cmd_forecast,
+    "prune": cmd_prune,
     "bounces": lambda args, settings: cmd_bounces(args, settings),
 }
 
@@ -612,6 +656,11 @@ def parser() -> argparse.ArgumentParser:
     invoices = sub.add_parser("invoices", help="each invoice's dunning state, or one's history")
     invoices.add_argument("--id", help="show the dunning history of this invoice")
     invoices.add_argument("--json", action="store_true", help="JSON lines instead of a table")
+    prune = sub.add_parser("prune", help="retention: remove the bodies and addresses of settled rows"
+                           " older than a date, keeping their keys, statuses and dates")
+    prune.add_argument("--bodies-before", type=_as_of, metavar="DATE",
+                       help="rows whose step got out before this date YYYY-MM-DD (default: today minus"
+                            " DUEFLOW_RETAIN_BODIES_DAYS)")
     bounces = sub.add_parser("bounces", help="read the bounce mailbox and mark the rows that bounced"
                              " (docs/bounces.md)")
     bounces.add_argument("--list", action="store_true", help="list the bounce reports recorded; read nothing")

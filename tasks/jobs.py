@@ -27,6 +27,7 @@ from dueflow.tasks.core.statuses import LedgerStatus, RowStatus
 from dueflow.tasks.deliver import DeliverySettings, Recipient, deliver
 from dueflow.tasks.steps import (
     RenderAgain,
+    attach_invoices,
     compose_and_store,
     compose_dunning,
     compose_renewals,
@@ -85,6 +86,8 @@ def _compose_dunning(winners: pd.DataFrame, extracted: Extracted, ctx: RunContex
     # Drafting happens here, after reservation: the model is only ever asked about keys
     # this run won, once, and the text is stored before sending (G7).
     drafts = draft_reminders(winners, ctx.database, ctx.settings.timezone, ctx.llm)
+    # The invoice PDF each reminder carries, hashed now: stored with the message (G2).
+    winners = attach_invoices(winners, ctx.settings.invoice_pdf_template())
     return compose_dunning(winners, extracted["history"], ctx.sender, drafts, ctx.as_of,
                            ctx.settings.email_look())
 
@@ -206,7 +209,7 @@ def send_unsent(ctx: RunContext) -> pd.DataFrame:
     if ctx.params.dry_run or ctx.params.adopt:
         return no_rows()
     again = RenderAgain(ctx.database, ctx.params.renewal_locale, ctx.sender, ctx.settings.timezone,
-                        ctx.escalation_to, ctx.settings.email_look())
+                        ctx.escalation_to, ctx.settings.email_look(), ctx.settings.invoice_pdf_template())
     unrendered = dict(retry_failed(again, ctx.as_of, ctx.flow_run_id, ctx.params.retry_max_attempts))
     withdrawn = db.withdraw_unsent(ctx.database, ctx.as_of)
     unsent = db.unsent_rows(ctx.database.engine)

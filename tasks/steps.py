@@ -20,6 +20,7 @@ from sqlalchemy.exc import DBAPIError
 from dueflow.blocks.settings import LLMConfig
 from dueflow.tasks.adapters import db
 from dueflow.tasks.adapters.db import Database
+from dueflow.tasks.adapters.invoice_files import with_invoice_pdfs
 from dueflow.tasks.core.addresses import Mailbox
 from dueflow.tasks.core.decide import (
     Decision,
@@ -35,6 +36,8 @@ from dueflow.tasks.core.decide import (
     with_settled,
 )
 from dueflow.tasks.core.frames import pd
+from dueflow.tasks.core.invoice_pdf import PdfTemplate
+from dueflow.tasks.core.keys import CLIENT_STEPS
 from dueflow.tasks.core.llm_guard import DRAFTED_STEPS, payment_history_frame, reminders, template_draft
 from dueflow.tasks.core.message import OutgoingEmail
 from dueflow.tasks.core.money import amounts_from_minor
@@ -185,6 +188,36 @@ class RenderAgain:
     timezone: str
     escalation_to: str | None
     look: EmailLook | None = None
+    invoice_pdf: PdfTemplate | None = None
+
+
+def attach_invoices(due: pd.DataFrame, template: PdfTemplate | None) -> pd.DataFrame:
+    """Dunning rows with their invoice PDFs checked and hashed (tasks/adapters/invoice_files):
+    the reminders to the client carry it; the escalation, to a colleague, does not."""
+    if due.empty or template is None:
+        return due
+    return with_invoice_pdfs(due, template, reminders=due["step"].isin(list(CLIENT_STEPS)))
+
+
+def changed_attachments(candidates: pd.DataFrame, composed: Composed) -> Composed:
+    """`composed` with the retries whose invoice PDF is not the one their first message
+    named moved to its failures: a retry sends the identical file, or nothing (G2)."""
+    if "attachment_sha256" not in candidates:
+        return composed
+    stored = {key: sha for key, sha in zip(candidates["key"], candidates["attachment_sha256"], strict=True)
+              if isinstance(sha, str) and sha}
+    kept, failures = [], list(composed.failures)
+    for email in composed.emails:
+        before = stored.get(email.key)
+        if before is None or email.attachment_sha256 == before:
+            kept.append(email)
+            continue
+        now = (f"now sha256 {email.attachment_sha256[:16]}…" if email.attachment_sha256
+               else (email.attachment_note or "now not attached").removeprefix("not attached: "))
+        failures.append((email.key, f"not sent again: the invoice PDF is not the one its first message"
+                                    f" carried (sha256 {before[:16]}…; {now}); put the original file back"
+                                    " and the next run sends it"))
+    return Composed(kept, failures, composed.drafts)
 
 
 @task(name="retry-failed", cache_policy=NO_CACHE)
@@ -198,12 +231,11 @@ def retry_failed(again: RenderAgain, as_of: date, flow_run_id: str | None,
     candidates = db.retry_candidates(again.database, as_of, max_attempts)
     if candidates.empty:
         return []
-    composed = render_again(again, candidates)
+    composed = changed_attachments(candidates, render_again(again, candidates))
     rendered = pd.DataFrame([e.as_row() for e in composed.emails],
                             columns=[f.name for f in fields(OutgoingEmail)])
-    keys = retried_keys(candidates, rendered)
-    db.requeue_failed(again.database, flow_run_id,
-                      rendered[rendered["key"].isin(keys)].to_dict("records"))
+    keys = set(retried_keys(candidates, rendered))
+    db.requeue_failed(again.database, flow_run_id, [e.as_row() for e in composed.emails if e.key in keys])
     transient = set(candidates.loc[~candidates["permanent"], "key"])
     return [(key, reason) for key, reason in composed.failures if key in transient]
 
@@ -242,7 +274,8 @@ def _render_night(again: RenderAgain, rows: pd.DataFrame, as_of: date) -> Compos
         stored = stored_drafts(dunning)
         drafts = {r.key: stored.get(r.key) or template_draft(r, "rendered again: template paragraph")
                   for r in reminders(decision.due)}
-        composed += compose_dunning_emails(decision.due, history, again.sender, drafts, as_of, again.look)
+        composed += compose_dunning_emails(attach_invoices(decision.due, again.invoice_pdf), history,
+                                           again.sender, drafts, as_of, again.look)
         composed += _not_rendered(decision)
     return composed
 

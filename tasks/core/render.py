@@ -59,6 +59,7 @@ class EmailLook:
     payment_link: str = ""
     contract_contact: str = ""  # who to ask about a contract: a name, an address, both
     templates_dir: str | None = None
+    bcc: str = ""  # DUEFLOW_BCC: the archive copy of every email (envelope only)
 
     def payment_url(self, number: str, invoice_id: str, amount: str, currency: str) -> str:
         if not self.payment_link:
@@ -331,9 +332,17 @@ def compose_each(due: pd.DataFrame, render_one: Callable[[Any], OutgoingEmail]) 
     return Composed(emails, failures)
 
 
+def _cell(row: Any, name: str) -> Any:
+    """A column of the row that may be absent or missing: None then."""
+    value = getattr(row, name, None)
+    return None if value is None or value is pd.NA or (not isinstance(value, str) and pd.isna(value)) \
+        else value
+
+
 def _email(row: Any, sender: Mailbox, rendered: tuple[str, str, str],
-           draft: Draft | None = None) -> OutgoingEmail:
+           draft: Draft | None = None, look: EmailLook = DEFAULT_LOOK) -> OutgoingEmail:
     subject, text, html = rendered
+    size = _cell(row, "attachment_size")
     return OutgoingEmail(
         key=row.key,
         recipient=str(row.recipient),
@@ -344,6 +353,15 @@ def _email(row: Any, sender: Mailbox, rendered: tuple[str, str, str],
         draft_source=draft.source if draft else None,
         draft_note=(draft.note or (f"tone: {draft.tone}" if draft.tone else None)) if draft else None,
         paragraph=draft.paragraph if draft and draft.source == "llm" else None,
+        # Copies: the account manager's of a reminder (decided), the archive's of every email.
+        cc_recipient=_cell(row, "cc_recipient"),
+        bcc_recipient=look.bcc or None,
+        # The invoice PDF of a reminder, checked and hashed by the shell (tasks/adapters/invoice_files).
+        attachment_path=_cell(row, "attachment_path"),
+        attachment_name=_cell(row, "attachment_name"),
+        attachment_sha256=_cell(row, "attachment_sha256"),
+        attachment_size=None if size is None else int(size),
+        attachment_note=_cell(row, "attachment_note"),
     )
 
 
@@ -357,7 +375,8 @@ def compose_renewal_alerts(due: pd.DataFrame, locale: str, sender: Mailbox,
                                   currency=row.currency, renewal_date=row.renewal_date,
                                   days_left=int(row.days_left), lead=int(row.step_rank),
                                   locale=locale, look=look)
-        return _email(row, sender, render("renewal", locale, context, f"{int(row.step_rank)}d", look))
+        return _email(row, sender, render("renewal", locale, context, f"{int(row.step_rank)}d", look),
+                      look=look)
 
     return compose_each(due, render_one)
 
@@ -409,7 +428,7 @@ def compose_dunning_emails(
             history=steps.get(row.subject_id, []), paragraph=draft.paragraph if draft else "",
             as_of=as_of, locale=locale, look=look)
         kind = "escalation" if row.step == DunningStep.OVERDUE else "dunning"
-        return _email(row, sender, render(kind, locale, context, str(row.step), look), draft)
+        return _email(row, sender, render(kind, locale, context, str(row.step), look), draft, look)
 
     composed = compose_each(due, render_one)
     return Composed(composed.emails, composed.failures, list(drafts.values()))
