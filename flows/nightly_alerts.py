@@ -229,7 +229,7 @@ def nightly_run(ctx: RunContext) -> RunSummary:
     earlier = send_unsent(ctx)
     if not earlier.empty:
         log.info("earlier runs: %s", count_line(earlier))
-    rows, drafts, facts = [earlier], [], []
+    rows, drafts, facts, warnings = [earlier], [], [], []
     for job in JOBS:
         extracted = sources[job.name]
         log.info("%s: extracted %s", job.name, ", ".join(
@@ -248,11 +248,12 @@ def nightly_run(ctx: RunContext) -> RunSummary:
             log.info("%s: %s", job.name, count_line(delivered))
         rows += [job_rows, delivered]
         drafts += composed.drafts
+        warnings += composed.without_pdf()
         facts.append(facts_of(job.name, decision.to_reserve, {e.key: e.subject for e in composed.emails}))
-    pruned, warnings = retention(ctx)
+    pruned, retained = retention(ctx)
     summary = report(ctx, concat_rows(rows), drafts, pd.concat(facts, ignore_index=True))  # 6. report
     summary.pruned = pruned
-    summary.warnings.extend(warnings)
+    summary.warnings.extend(warnings + retained)
     return summary
 
 

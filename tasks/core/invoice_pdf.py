@@ -22,7 +22,7 @@ from string import Formatter
 
 from dueflow.tasks.core.defaults import INVOICE_PDF_MAX_BYTES, INVOICE_PDF_MAX_BYTES_LIMIT
 from dueflow.tasks.core.frames import pd
-from dueflow.tasks.core.text import CONTROL
+from dueflow.tasks.core.text import CONTROL, one_line
 
 FIELDS = {"number": "number", "invoice_id": "subject_id", "client_id": "client_id"}  # field -> column
 MAX_NAME = 200  # characters of one field's value, or of the attachment's file name
@@ -79,17 +79,22 @@ def parse_pdf_template(value: str, max_bytes: int = DEFAULT_MAX_BYTES,
     if not fields:
         if not text.endswith("/"):
             raise refuse("names one file for every invoice")
-        directory = posixpath.normpath(text)
+        directory = _normal(text)
     else:
-        directory = posixpath.dirname(parts[0][0]) if "/" in parts[0][0] else ""
-        directory = posixpath.normpath(directory) if directory else ""
-        if directory in ("", "/"):
+        directory = _normal(posixpath.dirname(parts[0][0]))
+        if directory == "/":
             raise refuse("has no directory before its first field")
     if directory == "/":
         raise refuse("is the root directory")
     if not 1 <= max_bytes <= MAX_MAX_BYTES:
         raise TemplateError(f"DUEFLOW_INVOICE_PDF_MAX_BYTES={max_bytes} must be from 1 to {MAX_MAX_BYTES}")
     return PdfTemplate(text, directory, tuple(parts), max_bytes)
+
+
+def _normal(path: str) -> str:
+    """An absolute path without `.`, doubled or trailing slashes (POSIX keeps a leading
+    `//` apart; dueflow does not)."""
+    return "/" + posixpath.normpath(path).lstrip("/")
 
 
 def name_problems(values: pd.Series) -> pd.Series:
@@ -166,7 +171,11 @@ def invoice_pdf_paths(template: PdfTemplate, rows: pd.DataFrame) -> pd.DataFrame
                 built = built + values.fillna("")
             path[rest] = built.where(bad.isna())
             note[rest] = bad
-    name = path.str.rsplit("/", n=1).str[-1]
+    # The name the reader sees: the file's, on one line (tasks/core/message.file_name_parameter).
+    name = one_line(path.str.rsplit("/", n=1).str[-1], MAX_NAME).where(path.notna())
+    blank = (path.notna() & (name == "")).fillna(False).astype(bool)
+    note[blank] = "not attached: its file name " + _quoted(path[blank]) + " shows nothing"
+    path, name = path.mask(blank), name.mask(blank)
     return pd.DataFrame({"path": path, "name": name, "note": note}, index=index)
 
 

@@ -28,6 +28,7 @@ from urllib.parse import quote
 from zoneinfo import ZoneInfo
 
 from dueflow.tasks.core.addresses import Mailbox, is_address
+from dueflow.tasks.core.text import clean_line
 
 HEADER_NAMES = ("From", "To", "Subject", "Date", "Message-ID", "X-Dueflow-Key", "MIME-Version",
                 "Content-Type")  # and Reply-To after From, Cc after To, when there is one
@@ -191,6 +192,7 @@ def _part(content_type: str, body: str) -> bytes:
             f"Content-Transfer-Encoding: {encoding}\r\n\r\n").encode() + payload + b"\r\n"
 
 
+FILE_NAME_LIMIT = 200  # characters of an attachment's name as shown
 _PLAIN_FILENAME = re.compile(r"[A-Za-z0-9._()+-]+(?: [A-Za-z0-9._()+-]+)*")
 _FILENAME_CHUNK = 60  # characters of an RFC 2231 continuation: each folded line stays short
 
@@ -199,20 +201,23 @@ def file_name_parameter(parameter: str, name: str) -> str:
     """`name="…"` or `filename="…"` for a header, folded onto lines of its own: quoted when
     the name is plain ASCII, else RFC 2231 (`filename*0*=utf-8''%C3%A9…;` continuations),
     which every mail client reads and Python's strict parser takes without a defect (an
-    RFC 2047 word inside a quoted parameter is a defect there). Control characters are
-    refused: a file name is cleaned before it is one."""
-    if not name or _UNSAFE.search(name):
-        raise ValueError(f"attachment name is empty or has control characters: {name[:60]!r}")
+    RFC 2047 word inside a quoted parameter is a defect there). The name is shown as one
+    line (`clean_line`: control characters and runs of spaces become one space)."""
+    name = clean_line(name, FILE_NAME_LIMIT)
+    if not name:
+        raise ValueError("attachment name is empty")
     if _PLAIN_FILENAME.fullmatch(name) and len(name) <= 70:
         return f'\r\n {parameter}="{name}"'
-    encoded = quote(name.encode("utf-8", "surrogatepass"), safe="")
-    chunks, start = [], 0
-    while start < len(encoded):
-        end = min(start + _FILENAME_CHUNK, len(encoded))
-        if "%" in encoded[max(start, end - 2):end]:  # never split a %XX triplet
-            end = encoded.rindex("%", start, end)
-        chunks.append(encoded[start:end])
-        start = end
+    # Continuations split between characters, never inside one: mail clients (and Python)
+    # decode each piece on its own.
+    chunks, current = [], ""
+    for character in name:
+        encoded = quote(character.encode("utf-8", "replace"), safe="")
+        if current and len(current) + len(encoded) > _FILENAME_CHUNK:
+            chunks.append(current)
+            current = ""
+        current += encoded
+    chunks.append(current)
     if len(chunks) == 1:
         return f"\r\n {parameter}*=utf-8''{chunks[0]}"
     return ";".join(f"\r\n {parameter}*{n}*={'utf-8' + chr(39) * 2 if n == 0 else ''}{chunk}"

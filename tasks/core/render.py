@@ -216,7 +216,7 @@ def dunning_context(*, step: str, invoice_id: str, number: str, amount: str, cur
                     issue_date: date | None, due_date: date | None, client_id: str,
                     client_name: str, client_email: str, history: list[dict[str, str]],
                     paragraph: str, as_of: date | None, locale: str,
-                    look: EmailLook = DEFAULT_LOOK) -> dict[str, Any]:
+                    look: EmailLook = DEFAULT_LOOK, attachment: str = "") -> dict[str, Any]:
     """The documented variables of a reminder or an escalation (docs/emails.md, "The documented variables").
     `history` is the invoice's earlier steps (`reminder_history`): step, as_of (ISO
     date), status."""
@@ -250,6 +250,7 @@ def dunning_context(*, step: str, invoice_id: str, number: str, amount: str, cur
         "paragraph": paragraph,
         "payment_instructions": look.payment_instructions.strip(),
         "payment_link": look.payment_url(number_text, str(invoice_id), str(amount), str(currency)),
+        "attachment": attachment,  # the invoice PDF's file name when it is attached, else ""
     }
 
 
@@ -292,8 +293,8 @@ class Composed:
 
     def addressed(self) -> Prepared:
         """What the steps after composing read, once the messages are stored."""
-        return Prepared([Addressed(e.key, e.recipient, e.subject, e.draft_source) for e in self.emails],
-                        self.failures, self.drafts)
+        return Prepared([Addressed(e.key, e.recipient, e.subject, e.draft_source, e.attachment_note)
+                         for e in self.emails], self.failures, self.drafts)
 
 
 @dataclass(frozen=True)
@@ -305,6 +306,7 @@ class Addressed:
     recipient: str
     subject: str
     draft_source: str | None = None  # shown by a dry run
+    attachment_note: str | None = None  # why a reminder goes without its invoice PDF
 
 
 @dataclass
@@ -319,6 +321,17 @@ class Prepared:
     def __add__(self, other: Prepared) -> Prepared:
         return Prepared(self.emails + other.emails, self.failures + other.failures,
                         self.drafts + other.drafts)
+
+    def without_pdf(self) -> list[str]:
+        """The summary's warning when reminders go without their invoice PDF (DUEFLOW_INVOICE_PDF
+        is set, and a file is missing, too large or not a PDF): they are sent, and it is said."""
+        notes = [(e.key, e.attachment_note) for e in self.emails if e.attachment_note]
+        if not notes:
+            return []
+        shown = "; ".join(f"{key} ({note.removeprefix('not attached: ')})" for key, note in notes[:5])
+        more = f"; and {len(notes) - 5} more" if len(notes) > 5 else ""
+        return [f"{len(notes)} reminder(s) go without their invoice PDF: {shown}{more}. Put the file where"
+                " DUEFLOW_INVOICE_PDF says; `dueflow invoices --id ID` shows each step's PDF"]
 
 
 def compose_each(due: pd.DataFrame, render_one: Callable[[Any], OutgoingEmail]) -> Composed:
@@ -426,7 +439,8 @@ def compose_dunning_emails(
             currency=row.currency, issue_date=_day(row.issue_date), due_date=_day(row.due_date),
             client_id=row.client_id, client_name=row.client_name, client_email=row.client_email,
             history=steps.get(row.subject_id, []), paragraph=draft.paragraph if draft else "",
-            as_of=as_of, locale=locale, look=look)
+            as_of=as_of, locale=locale, look=look,
+            attachment=str(_cell(row, "attachment_name") or "") if _cell(row, "attachment_sha256") else "")
         kind = "escalation" if row.step == DunningStep.OVERDUE else "dunning"
         return _email(row, sender, render(kind, locale, context, str(row.step), look), draft, look)
 
@@ -465,7 +479,8 @@ def _sample_contexts(look: EmailLook) -> list[tuple[str, str | None, str, dict[s
                     issue_date=as_of - timedelta(days=20),
                     due_date=None if due_in is None else as_of + timedelta(days=due_in),
                     client_id="cl-1", client_name=name, client_email="ap@client.example",
-                    history=history, paragraph=paragraph, as_of=as_of, locale=locale, look=look)))
+                    history=history, paragraph=paragraph, as_of=as_of, locale=locale, look=look,
+                    attachment="F-1.pdf" if paragraph else "")))
     return samples
 
 
