@@ -1,4 +1,9 @@
-"""dueflow benchmark: synthetic data at scale, each step measured, targets checked.
+"""dueflow's benchmarks, run from the repository root (docs/performance.md):
 
-Run `python -m bench.run --help` from the repository root.
+- `python -m bench.nights` — whole nights as processes against a real Prefect server, each
+  beside the seeds' own per-row script (bench/seeds.py) on the same data: the benchmark of
+  record, with each ratio, the growth with the tables and peak memory;
+- `python -m bench.reserve_check` — the reservation against its floor, for information;
+- `python -m bench.ledger_export` — memory and time of `dueflow ledger` exports;
+- `python -m bench.llm_guard` — the tone guard as a classifier on the corpora in bench/corpora/.
 """

@@ -10,7 +10,7 @@ floor (`--limit 1`: the interpreter, pandas, SQLAlchemy, no rows) and the pre-st
 (the same query read whole into one DataFrame). Streaming holds one chunk at a time, so its
 peak stays near the floor however many rows the ledger has.
 
-Without --rows it reads the ledger `python -m bench.run` left in its database; with --rows N
+Without --rows it reads the ledger `python -m bench.nights` left in its 1x database; with --rows N
 it fills the schema `ledger_export_bench` of that database with N synthetic rows first.
 """
 
@@ -27,7 +27,7 @@ from typing import Any
 
 from sqlalchemy import create_engine, text
 
-from bench.run import DEFAULT_URL
+from bench.machine import DEFAULT_URL
 
 SCHEMA = "ledger_export_bench"
 WHOLE = """

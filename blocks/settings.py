@@ -14,11 +14,12 @@ from urllib.parse import quote
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from dueflow.tasks.core import defaults
-from dueflow.tasks.core.addresses import Mailbox, parse_mailbox
+from dueflow.tasks.core.addresses import parse_mailbox
 
 if TYPE_CHECKING:
     from dueflow.tasks.adapters.mail import MailConfig
     from dueflow.tasks.core.invoice_pdf import PdfTemplate
+    from dueflow.tasks.core.message import Sender
     from dueflow.tasks.core.render import EmailLook
     from dueflow.tasks.core.sources import SourceMapping
 
@@ -275,7 +276,7 @@ class Settings:
         except (ZoneInfoNotFoundError, ValueError):
             raise ConfigError(f"DUEFLOW_TIMEZONE={self.timezone!r} is not a known time zone") from None
 
-    def sender(self) -> Mailbox:
+    def sender(self) -> Sender:
         """DUEFLOW_MAIL_FROM parsed: the envelope address and the From header's name
         (DUEFLOW_MAIL_FROM_NAME wins), with DUEFLOW_REPLY_TO and the time zone of the
         Date header."""

@@ -14,6 +14,7 @@ never shows the URL.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 from urllib.parse import quote, quote_plus, unquote, urlsplit, urlunsplit
@@ -58,7 +59,7 @@ def _written_secrets(url: str) -> list[str]:
     return found
 
 
-def _with_forms(values: list[str | None]) -> tuple[str, ...]:
+def _with_forms(values: Iterable[str | None]) -> tuple[str, ...]:
     forms = []
     for value in values:
         if value:

@@ -31,7 +31,7 @@ def main() -> None:
     )
     from prefect import serve
 
-    serve(deployment)
+    serve(deployment)  # type: ignore[arg-type]  # to_deployment, called from sync code, is not a coroutine
 
 
 if __name__ == "__main__":

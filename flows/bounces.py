@@ -5,7 +5,7 @@ limit); `dueflow bounces` runs it once."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from prefect import State, flow, get_run_logger
 from prefect.runtime import flow_run
@@ -83,7 +83,8 @@ def command(args: object, settings: Settings, user_error: type[Exception]) -> in
         raise user_error("no bounce mailbox: set DUEFLOW_BOUNCE_URL (imaps://user:pass@host/INBOX or"
                          " maildir:///path) or DUEFLOW_BOUNCE_BLOCK")
     try:
-        summary = ingest_bounces()
+        # The flow ends in a State (the run's name and event); a call returns its result.
+        summary = cast("IntakeSummary", ingest_bounces())
     except MailboxError as exc:
         raise user_error(f"{exc}; nothing was marked (run `dueflow bounces` again)") from None
     for key in summary.marked:

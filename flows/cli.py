@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import date
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
 
 from dueflow.blocks.settings import ConfigError, Settings, redact_url
 
@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from sqlalchemy import Engine
 
     from dueflow.tasks.core.report import RunSummary
+    from dueflow.tasks.ledger_export import Format
 
 
 class UserError(Exception):
@@ -201,7 +202,7 @@ def _stop_on_interrupt() -> Iterator[Callable[[], bool]]:
             signal.signal(sig, handler)
 
 
-def _run_flow(settings: Settings, as_of: date | None, dry_run: bool, **params: object) -> int:
+def _run_flow(settings: Settings, as_of: date | None, dry_run: bool, **params: Any) -> int:
     _check_ready(settings, writes=not dry_run)
     _quiet_prefect()  # before Prefect is imported: it reads these settings once
     _check_night(settings, as_of, dry_run, params)
@@ -221,7 +222,8 @@ def _run_flow(settings: Settings, as_of: date | None, dry_run: bool, **params: o
             if _COMMAND:  # the API lost: the summary is printed as the night ends (finish)
                 prefect_api.end_when_lost(lambda summary: _print_summary(summary, True, interrupted))
             try:
-                summary = nightly_alerts(as_of=as_of, dry_run=dry_run, **params)
+                # The flow ends in a State (its run form's annotation); a call returns its result.
+                summary = cast("RunSummary", nightly_alerts(as_of=as_of, dry_run=dry_run, **params))
             except Exception as exc:
                 summary = _after_lost_api(exc)
     except RuntimeError as exc:
@@ -266,7 +268,7 @@ def _print_summary(summary: RunSummary, temporary: bool, interrupted: Callable[[
     return 0
 
 
-def _after_lost_api(exc: Exception) -> object:
+def _after_lost_api(exc: Exception) -> RunSummary:
     """The night's summary when its work was done and only recording its end in Prefect
     failed, the API being gone; otherwise the exception, as it was."""
     from dueflow.flows import prefect_api
@@ -411,7 +413,7 @@ def cmd_ledger(args: argparse.Namespace, settings: Settings) -> int:
     from dueflow.tasks.ledger_export import LedgerFilter, RowCounter, export
 
     _check_ready(settings)
-    fmt = "json" if args.json else args.format
+    fmt = cast("Format", "json" if args.json else args.format)  # one of argparse's choices
     if fmt == "parquet" and not args.output:
         raise UserError("--format parquet writes a file: add --output FILE")
     where = LedgerFilter(args.job, args.status, args.since, args.until, args.limit)
@@ -437,7 +439,7 @@ def cmd_ledger(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-def _keys_to_resolve(args: argparse.Namespace, engine: object) -> list[str]:
+def _keys_to_resolve(args: argparse.Namespace, engine: Engine) -> list[str]:
     """The keys named on the command line, in a file (one a line; '-' is stdin), or every
     pending row of one run that was never handed to SMTP."""
     from dueflow.tasks.adapters import db
@@ -509,6 +511,27 @@ def cmd_quarantine(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def _step_line(row: object) -> str:
+    """One dunning step of `dueflow invoices --id`: when, what, how it ended, to whom (or
+    that retention pruned its addresses), and the invoice PDF it carried."""
+    def cell(name: str) -> str:
+        value = getattr(row, name)
+        return "" if value is None else str(value)
+
+    to = f"to {cell('recipient')}" + (f", cc {cell('cc_recipient')}" if cell("cc_recipient") else "")
+    if cell("pruned_at"):  # retention: the addresses and bodies are gone, the step stays
+        to = f"(addresses and bodies pruned {cell('pruned_at')[:10]})"
+    line = (f"{cell('as_of')}  {cell('step'):<10}  {cell('status'):<7}  attempts={cell('attempts')}  {to}"
+            + (f"  ({cell('error')})" if cell("error") else ""))
+    if cell("attachment_sha256"):
+        name = f"{cell('attachment_name')} " if cell("attachment_name") else ""
+        size = int(float(cell("attachment_size") or 0))
+        line += f"\n            invoice PDF {name}({size:,} bytes, sha256 {cell('attachment_sha256')})"
+    elif cell("attachment_note"):
+        line += f"\n            invoice PDF {cell('attachment_note')}"
+    return line
+
+
 def cmd_invoices(args: argparse.Namespace, settings: Settings) -> int:
     from dueflow.tasks.adapters import db
 
@@ -518,22 +541,11 @@ def cmd_invoices(args: argparse.Namespace, settings: Settings) -> int:
         history = db.invoice_steps(engine, args.id)
         if history.empty:
             print(f"No dunning steps recorded for invoice {args.id}.")
-        history = history.astype(object).where(history.notna(), None)
-        for row in history.itertuples(index=False):
-            to = f"to {row.recipient}" + (f", cc {row.cc_recipient}" if row.cc_recipient else "")
-            if row.pruned_at is not None:  # retention: the addresses and bodies are gone, the step stays
-                to = f"(addresses and bodies pruned {str(row.pruned_at)[:10]})"
-            print(f"{row.as_of}  {row.step:<10}  {row.status:<7}  attempts={row.attempts}"
-                  f"  {to}" + (f"  ({row.error})" if row.error else ""))
-            if row.attachment_sha256:
-                name = f"{row.attachment_name} " if row.attachment_name else ""
-                print(f"            invoice PDF {name}({int(row.attachment_size):,} bytes,"
-                      f" sha256 {row.attachment_sha256})")
-            elif row.attachment_note:
-                print(f"            invoice PDF {row.attachment_note}")
-            for report in db.bounce_reports(engine, row.key).itertuples(index=False):
+        for row in history.astype(object).where(history.notna(), None).itertuples(index=False):
+            print(_step_line(row))
+            for report in db.bounce_reports(engine, str(row.key)).itertuples(index=False):
                 print(f"            {report.kind} bounce {str(report.seen_at)[:19]}:"
-                      f" {report.status_code or ''} {report.diagnostic or ''}".rstrip()
+                      f" {report.status_code or ''} {report.diagnostic or ''}".rstrip()  # type: ignore[str-bytes-safe]
                       + ("  (settled)" if report.settled_at else ""))
         return 0
     database = db.open_database(settings)

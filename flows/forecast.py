@@ -8,14 +8,14 @@ e.g. as a deployment the data team triggers before a campaign.
 from __future__ import annotations
 
 from datetime import date
-from typing import Literal
 
 from prefect import flow
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
 from dueflow.blocks.settings import Settings
+from dueflow.flows.nightly_alerts import Start
 from dueflow.tasks.core import defaults
-from dueflow.tasks.core.frames import pd
+from dueflow.tasks.core.frames import pd, records
 from dueflow.tasks.forecast import forecast
 
 ARTIFACT_ROWS = 1000
@@ -37,7 +37,7 @@ def forecast_flow(
     renewal_leads: list[int] = list(defaults.RENEWAL_LEADS),  # noqa: B006 - Prefect copies it
     renewal_locale: str = "en",
     dunning_delays: list[int] = list(defaults.DUNNING_DELAYS),  # noqa: B006
-    dunning_start: Literal["sent", "due"] = "sent",
+    dunning_start: Start = "sent",
 ) -> pd.DataFrame:
     """Every email the nightly run would send on each of `days` nights from `start`
     (default: today), assuming it runs every night and nothing is paid, renewed or
@@ -53,7 +53,7 @@ def forecast_flow(
     shown = rows.head(ARTIFACT_ROWS).astype({"night": str})
     create_table_artifact(
         key="dueflow-forecast",
-        table=shown.astype(object).where(shown.notna(), None).to_dict("records"),
+        table=records(shown.astype(object).where(shown.notna(), None)),
         description=headline + (f" (first {ARTIFACT_ROWS} rows)" if len(rows) > ARTIFACT_ROWS else ""),
     )
     counts = per_night(rows)

@@ -8,12 +8,14 @@ this module: deploying, serving, a worker and the CLI load it in a fraction of a
 from __future__ import annotations
 
 from datetime import date
-from typing import TYPE_CHECKING, Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Any
+from uuid import UUID
 
 from prefect import State, flow, get_run_logger
 from prefect.runtime import flow_run
 from prefect.task_runners import ThreadPoolTaskRunner
 from pydantic import Field
+from pydantic.fields import FieldInfo
 
 from dueflow.blocks.settings import ConfigError, Settings
 from dueflow.tasks.core import defaults
@@ -28,12 +30,12 @@ if TYPE_CHECKING:
     from dueflow.tasks.core.parameters import RunParameters
     from dueflow.tasks.core.render import Draft
     from dueflow.tasks.core.report import RunSummary
-    from dueflow.tasks.jobs import JobSpec, RunContext
+    from dueflow.tasks.jobs import NightJob, RunContext
 
 __all__ = ["DELIVERY_WORKERS", "nightly_alerts"]
 
 
-def _shown(**schema: object) -> Field:
+def _shown(**schema: Any) -> FieldInfo:
     """Constraints the run form shows (its JSON schema) and tasks/core/parameters.py checks
     with one line naming the parameter; pydantic is not asked to enforce them, as its error
     would be a multi-line report instead."""
@@ -47,6 +49,7 @@ Delays = Annotated[list[int], _shown(minItems=P.DUNNING_STEP_COUNT, maxItems=P.D
 Attempts = Annotated[int, _shown(minimum=1, maximum=P.MAX_ATTEMPTS)]
 Backoff = Annotated[int, _shown(minimum=0, maximum=P.MAX_BACKOFF_MINUTES)]
 SendCap = Annotated[int | None, _shown(minimum=0, maximum=P.MAX_SEND_CAP)]
+Start = Annotated[str, _shown(enum=list(P.DUNNING_STARTS))]
 EmailBlock = Annotated[str | None, _shown(maxLength=P.MAX_BLOCK_NAME)]
 
 
@@ -85,7 +88,7 @@ def checked_parameters(**raw: object) -> RunParameters:
     from dueflow.tasks.core.parameters import ParameterError, run_parameters
 
     try:
-        return run_parameters(**raw)  # type: ignore[arg-type]
+        return run_parameters(**raw)
     except ParameterError as exc:
         raise ConfigError(str(exc)) from None
 
@@ -110,14 +113,15 @@ def checked_as_of(as_of: date | None, settings: Settings, engine: Engine, allow_
 
 
 @flow(name="nightly-alerts", flow_run_name=run_name, persist_result=True,
-      task_runner=ThreadPoolTaskRunner(max_workers=DELIVERY_WORKERS))
+      # Prefect's annotation is invariant in the future type its own runner returns:
+      task_runner=ThreadPoolTaskRunner(max_workers=DELIVERY_WORKERS))  # type: ignore[arg-type]
 def nightly_alerts(
     as_of: date | None = None,
     dry_run: bool = False,
     renewal_leads: Leads = list(defaults.RENEWAL_LEADS),  # noqa: B006 - Prefect copies it
     renewal_locale: Locale = "en",
     dunning_delays: Delays = list(defaults.DUNNING_DELAYS),  # noqa: B006
-    dunning_start: Literal["sent", "due"] = "sent",
+    dunning_start: Start = "sent",
     retry_max_attempts: Attempts = defaults.RETRY_MAX_ATTEMPTS,
     retry_backoff_minutes: Backoff = defaults.RETRY_BACKOFF_MINUTES,
     send_cap: SendCap = None,
@@ -222,19 +226,21 @@ def nightly_run(ctx: RunContext) -> RunSummary:
     """The six steps, for each job, after what earlier runs left."""
     from dueflow.tasks.core.frames import pd
     from dueflow.tasks.core.report import concat_rows, count_line, decision_line, facts_of
-    from dueflow.tasks.jobs import JOBS, compose, deliver_won, reserve, send_unsent
+    from dueflow.tasks.jobs import compose, deliver_won, reserve, send_unsent
+    from dueflow.tasks.steps import decide
 
     log = get_run_logger()
-    sources = {job.name: read_sources(ctx, job) for job in JOBS}  # 1. extract: all before any write
+    jobs = ctx.jobs
+    sources = {job.name: read_sources(ctx, job) for job in jobs}  # 1. extract: all before any write
     earlier = send_unsent(ctx)
     if not earlier.empty:
         log.info("earlier runs: %s", count_line(earlier))
     rows, drafts, facts, warnings = [earlier], [], [], []
-    for job in JOBS:
+    for job in jobs:
         extracted = sources[job.name]
         log.info("%s: extracted %s", job.name, ", ".join(
             f"{len(f):,} {'earlier ledger rows' if n == 'history' else n}" for n, f in extracted.items()))
-        decision = job.decide(extracted, ctx)                      # 2. decide
+        decision = decide(job, extracted, ctx.as_of)               # 2. decide
         log.info("%s: %s", job.name, decision_line(decision))
         winners, job_rows = reserve(ctx, job, decision)            # 3. reserve
         log.info("%s: reserved %s of %s new", job.name, f"{len(winners):,}",
@@ -282,12 +288,12 @@ def retention(ctx: RunContext) -> tuple[int, list[str]]:
     return pruned, []
 
 
-def read_sources(ctx: RunContext, job: JobSpec) -> dict[str, pd.DataFrame]:
+def read_sources(ctx: RunContext, job: NightJob) -> dict[str, pd.DataFrame]:
     """One job's extract. A database that refuses it (a statement timeout, a permission, a
     value an expression of the mapping cannot read) does so before anything is written."""
-    from dueflow.tasks.steps import SourcesRefused
+    from dueflow.tasks.steps import SourcesRefused, extract
 
-    extracted = job.extract(ctx)
+    extracted = extract(job, ctx.database, ctx.as_of)
     if isinstance(extracted, SourcesRefused):
         raise ConfigError(extracted.line)
     return extracted
@@ -337,7 +343,7 @@ def add_tags(tags: list[str]) -> None:
     from prefect.client.orchestration import get_client
 
     with get_client(sync_client=True) as client:
-        client.update_flow_run(run_id, tags=sorted({*flow_run.get_tags(), *tags}))
+        client.update_flow_run(UUID(run_id), tags=sorted({*flow_run.get_tags(), *tags}))
 
 
 def tag_ledger(ctx: RunContext) -> None:

@@ -22,6 +22,7 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
+from uuid import UUID
 
 if TYPE_CHECKING:
     from dueflow.tasks.core.report import RunSummary
@@ -181,7 +182,7 @@ def crash_stale_runs(flow_run_id: str | None, tag: str) -> list[str]:
         runs = client.read_flow_runs(flow_run_filter=FlowRunFilter(
             tags=FlowRunFilterTags(all_=[tag]),
             state=FlowRunFilterState(type=FlowRunFilterStateType(any_=[StateType.RUNNING])),
-            id=FlowRunFilterId(not_any_=[flow_run_id]) if flow_run_id else None))
+            id=FlowRunFilterId(not_any_=[UUID(flow_run_id)]) if flow_run_id else None))
         for run in runs:
             client.set_flow_run_state(run.id, Crashed(message=(
                 f"stale: a later run ({flow_run_id}) holds this ledger's run lock, so this run's"

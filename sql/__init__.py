@@ -9,6 +9,9 @@ import re
 from functools import cache
 from importlib.resources import files
 
+if __name__ != "dueflow.sql":  # one import name per module (dueflow/__init__.py)
+    raise ImportError(f"import dueflow.sql, not {__name__}: one import name per module")
+
 _INCLUDE = re.compile(r"/\*include (\w+)\*/")
 
 

@@ -67,7 +67,18 @@ def read_batch(fetched: list[Fetched]) -> pd.DataFrame:
     return reports_frame(reports)
 
 
-def record(database: Database, fetched: list[Fetched]) -> dict[str, object]:
+@dataclass(frozen=True)
+class Recorded:
+    """What recording one batch did."""
+
+    already: int  # reports recorded by an earlier run (read again: it died before marking)
+    hard: int
+    soft: int
+    marked: list[str]  # the keys of the rows marked bounced
+    kept: pd.DataFrame  # reports kept aside: reason, detail, source
+
+
+def record(database: Database, fetched: list[Fetched]) -> Recorded:
     """Parse, match and commit one batch (one transaction); the counts of what it did."""
     engine = database.engine
     reports = read_batch(fetched)
@@ -77,9 +88,9 @@ def record(database: Database, fetched: list[Fetched]) -> dict[str, object]:
     matched = match_reports(fresh, db.bounce_candidates(engine, ids))
     marked = db.record_bounces(engine, matched.bounces, matched.kept)
     kinds = matched.bounces["kind"]
-    return {"already": len(reports) - len(fresh), "hard": int((kinds == BounceKind.HARD).sum()),
-            "soft": int((kinds == BounceKind.SOFT).sum()), "marked": marked,
-            "kept": matched.kept.loc[:, ["reason", "detail", "source"]]}
+    return Recorded(already=len(reports) - len(fresh), hard=int((kinds == BounceKind.HARD).sum()),
+                    soft=int((kinds == BounceKind.SOFT).sum()), marked=marked,
+                    kept=matched.kept.loc[:, ["reason", "detail", "source"]])
 
 
 # The same, as a Prefect task: what the flow runs (a test calls `record` itself).
@@ -88,10 +99,10 @@ record_batch = task(name="record-bounces", cache_policy=NO_CACHE)(record)
 
 def intake(database: Database, config: BounceConfig, batch: int = BATCH,
            box: BounceMailbox | None = None,
-           recorder: Callable[[Database, list[Fetched]], dict[str, object]] = record) -> IntakeSummary:
+           recorder: Callable[[Database, list[Fetched]], Recorded] = record) -> IntakeSummary:
     """Read every unprocessed message of the bounce mailbox, batch by batch."""
     summary = IntakeSummary(config.describe())
-    kept = []
+    kept: list[pd.DataFrame] = []
     with open_mailbox(config) if box is None else contextlib.nullcontext(box) as mailbox:
         refs = mailbox.unprocessed()
         for start in range(0, len(refs), batch):
@@ -101,11 +112,11 @@ def intake(database: Database, config: BounceConfig, batch: int = BATCH,
             done = recorder(database, fetched)
             mailbox.mark([item.ref for item in fetched])  # after the commit, never before
             summary.read += len(fetched)
-            summary.already_recorded += int(done["already"])
-            summary.hard += int(done["hard"])
-            summary.soft += int(done["soft"])
-            summary.marked += list(done["marked"])
-            kept.append(done["kept"])
+            summary.already_recorded += done.already
+            summary.hard += done.hard
+            summary.soft += done.soft
+            summary.marked += done.marked
+            kept.append(done.kept)
     if kept:
         summary.kept = pd.concat(kept, ignore_index=True)
     summary.ledger_bounced = db.unsettled_counts(database.engine).get("bounced", 0)
@@ -132,6 +143,6 @@ def markdown(summary: IntakeSummary, bounced: pd.DataFrame, limit: int = 50) -> 
 
 
 def _cell(value: object) -> str:
-    if value is None or (not isinstance(value, str) and pd.isna(value)):
+    if value is None or (not isinstance(value, str) and pd.isna(value)):  # type: ignore[call-overload]
         return ""
     return " ".join(str(value).split()).replace("|", "\\|")

@@ -34,6 +34,7 @@ from dueflow.tasks.core.frames import pd
 from dueflow.tasks.core.llm_guard import DRAFTED_STEPS, reminders, template_draft
 from dueflow.tasks.core.locales import SUPPORTED_LOCALES
 from dueflow.tasks.core.message import message_bytes
+from dueflow.tasks.core.parameters import default_parameters
 from dueflow.tasks.core.render import Composed, EmailLook, compose_dunning_emails, compose_renewal_alerts
 
 TIMEOUT = 10.0  # seconds for each network check
@@ -208,14 +209,15 @@ def _timed_read(database: Any, settings: Settings) -> Check:
 
     from sqlalchemy.exc import DBAPIError
 
-    from dueflow.tasks import steps
     from dueflow.tasks.adapters import db
+    from dueflow.tasks.jobs import DunningJob, night_jobs
 
     today = settings.today()
+    renewal, _ = night_jobs(settings, default_parameters())
     started = time.monotonic()
     try:
-        renewals = steps.renewal_sources(database, today, defaults.RENEWAL_LEADS)
-        dunning = steps.dunning_sources(database)
+        renewals = renewal.extract(database, today)
+        dunning = DunningJob.extract_all(database)
     except DBAPIError as exc:
         line = db.database_problem(exc, "reading tonight's source rows failed")
         detail, _, fix = line.partition(" — fix: ")
@@ -231,9 +233,9 @@ def sources_report(settings: Settings) -> list[str]:
     """`dueflow check --sources`: how each source is read (relation, each column with where
     it comes from and the type seen), what tonight's real extract and rules make of the
     rows (read, quarantined and why, due), and the indexes that would help."""
-    from dueflow.tasks import steps
     from dueflow.tasks.adapters import db
     from dueflow.tasks.adapters.sources import SourceError, index_advice
+    from dueflow.tasks.jobs import night_jobs
 
     database = db.Database(settings.database_url, settings.db_lock_timeout, settings.ledger_schema)
     try:
@@ -253,12 +255,11 @@ def sources_report(settings: Settings) -> list[str]:
     lines += [f"  note: {note}" for note in sources.notes]
 
     today = settings.today()
-    escalation = settings.escalation_address()
-    renewals = steps.renewal_sources(database, today, defaults.RENEWAL_LEADS)
-    renewal = steps.decide_renewals.fn(renewals, today, defaults.RENEWAL_LEADS)
-    dunning = steps.dunning_sources(database)
-    reminders = steps.decide_dunning.fn(dunning, today, defaults.DUNNING_DELAYS, settings.timezone,
-                                        escalation, "sent")
+    renewal_job, dunning_job = night_jobs(settings, default_parameters())
+    renewals = renewal_job.extract(database, today)
+    renewal = renewal_job.decide(renewals, today)
+    dunning = dunning_job.extract_all(database)
+    reminders = dunning_job.decide(dunning, today)
     lines += ["", f"Tonight ({today}), through the real extract and rules (default parameters; nothing"
               " written):"]
     for job, read, decision in (("renewal", renewals["contracts"], renewal),
@@ -522,13 +523,15 @@ def run_checks(env: dict[str, str] | None = None,
         return results
     block_check, settings = check_blocks(settings)
     done(block_check)
-    for check in (check_database, check_mail, check_bounces, check_llm, check_templates):
+    checks: tuple[Callable[[Settings], Check | list[Check] | None], ...] = (
+        check_database, check_mail, check_bounces, check_llm, check_templates)
+    for run_check in checks:
         try:
-            outcome = check(settings)
+            outcome = run_check(settings)
             for one in outcome if isinstance(outcome, list) else [outcome]:
                 done(one)
         except Exception as exc:  # a check must report, never crash the others
-            done(Check(check.__name__.removeprefix("check_"), False,
+            done(Check(run_check.__name__.removeprefix("check_"), False,
                        f"the check itself failed: {_reason(exc)}"))
     if sources:
         try:

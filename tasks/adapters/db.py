@@ -24,7 +24,7 @@ from dueflow.blocks.settings import ConfigError
 from dueflow.sql import statement
 from dueflow.tasks.adapters.sources import ResolvedSources, resolve_sources
 from dueflow.tasks.core.defaults import DB_LOCK_TIMEOUT
-from dueflow.tasks.core.frames import pd
+from dueflow.tasks.core.frames import pd, records
 from dueflow.tasks.core.message import OutgoingEmail
 from dueflow.tasks.core.sources import DEFAULT_MAPPING, SourceMapping
 from dueflow.tasks.core.statuses import SendResult
@@ -856,11 +856,11 @@ def bounces_seen(engine: Engine, report_ids: Sequence[str]) -> set[str]:
 
 
 def _stamped(frame: pd.DataFrame) -> list[dict[str, Any]]:
-    records = frame.astype(object).where(frame.notna(), None).to_dict("records")
-    for record in records:
+    stamped = records(frame.astype(object).where(frame.notna(), None))
+    for record in stamped:
         if isinstance(record.get("seen_at"), datetime):
             record["seen_at"] = utc_stamp(record["seen_at"])
-    return records
+    return stamped
 
 
 def record_bounces(engine: Engine, bounces: pd.DataFrame, kept: pd.DataFrame) -> list[str]:

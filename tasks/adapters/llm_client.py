@@ -85,7 +85,7 @@ def _draft_one(client: Any, config: LLMConfig, reminder: Reminder, payment_histo
     try:
         response = client.chat.completions.create(
             model=config.model,
-            messages=messages,  # type: ignore[arg-type]
+            messages=messages,
             response_format={"type": "json_object"},
             max_completion_tokens=MAX_COMPLETION_TOKENS,
         )

@@ -17,7 +17,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal, cast, get_args
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from dueflow.blocks.settings import ConfigError
@@ -27,12 +27,13 @@ from dueflow.tasks.core.defaults import MAX_REPORT_BYTES
 PROCESSED_KEYWORD = "DueflowProcessed"
 MAILDIR_FLAG = "S"  # Maildir's "seen": the mark a processed message carries
 Processed = Literal["flag", "move", "delete"]
-SCHEMES = ("imaps", "imap+starttls", "imap", "maildir", "mbox")
+Scheme = Literal["imaps", "imap+starttls", "imap", "maildir", "mbox"]
+SCHEMES: tuple[Scheme, ...] = get_args(Scheme)
 
 
 @dataclass(frozen=True)
 class BounceConfig:
-    scheme: Literal["imaps", "imap+starttls", "imap", "maildir", "mbox"]
+    scheme: Scheme
     host: str = ""
     port: int = 0
     username: str | None = None
@@ -76,10 +77,10 @@ def parse_bounce_url(url: str) -> BounceConfig:
     shown = mask_url(url, "DUEFLOW_BOUNCE_URL")
     parts = urlsplit(url)
     port = parts.port
-    scheme = parts.scheme.lower()
-    if scheme not in SCHEMES:
+    if parts.scheme.lower() not in SCHEMES:
         raise ConfigError(f"DUEFLOW_BOUNCE_URL={shown!r}: use imaps://user:pass@host/INBOX,"
                           " imap+starttls://…, maildir:///path or mbox:///path")
+    scheme = cast(Scheme, parts.scheme.lower())
     query = {name: values[-1] for name, values in parse_qs(parts.query).items()}
     unknown = set(query) - {"move_to", "delete", "cafile", "verify", "timeout"}
     if unknown:
@@ -95,18 +96,19 @@ def parse_bounce_url(url: str) -> BounceConfig:
         timeout = float(query.get("timeout", 30))
     except ValueError:
         raise ConfigError(f"DUEFLOW_BOUNCE_URL={shown!r}: timeout is not a number of seconds") from None
-    common = {"processed": processed, "move_to": query.get("move_to") or None, "timeout": timeout}
+    common: dict[str, Any] = {"processed": processed, "move_to": query.get("move_to") or None,
+                              "timeout": timeout}
     if scheme in ("maildir", "mbox"):
         path = unquote(parts.netloc + parts.path)
         if not path:
             raise ConfigError(f"DUEFLOW_BOUNCE_URL={shown!r}: no path")
-        return BounceConfig(scheme, path=Path(path).expanduser(), **common)  # type: ignore[arg-type]
+        return BounceConfig(scheme, path=Path(path).expanduser(), **common)
     if not parts.hostname:
         raise ConfigError(f"DUEFLOW_BOUNCE_URL={shown!r}: no host")
     if not parts.username:
         raise ConfigError(f"DUEFLOW_BOUNCE_URL={shown!r}: no user to log in as (imaps://user:pass@host/INBOX)")
     folder = unquote(parts.path.lstrip("/")) or "INBOX"
-    return BounceConfig(scheme, parts.hostname, port or (993 if scheme == "imaps" else 143),  # type: ignore[arg-type]
+    return BounceConfig(scheme, parts.hostname, port or (993 if scheme == "imaps" else 143),
                         unquote(parts.username), unquote(parts.password or ""), folder,
                         cafile=query.get("cafile"), verify=query.get("verify", "true").lower() != "false",
                         **common)
@@ -308,7 +310,7 @@ class LocalMailbox(BounceMailbox):
         if not (self.root / "cur").is_dir() and not (self.root / "new").is_dir():
             raise MailboxError(f"the bounce mailbox {self.config.describe()} is not a Maildir"
                                " (no cur/ or new/)")
-        files = {}
+        files: dict[str, Path] = {}
         for sub in ("new", "cur"):
             folder = self.root / sub
             if folder.is_dir():
@@ -347,7 +349,7 @@ class LocalMailbox(BounceMailbox):
         files = self._maildir_files() if self.is_maildir else {}
         for ref in refs:
             try:
-                handle = open(files[ref], "rb") if self.is_maildir else self.mbox.get_file(int(ref))  # noqa: SIM115
+                handle = open(files[ref], "rb") if self.is_maildir else self.mbox.get_file(int(ref))  # type: ignore[arg-type]  # noqa: SIM115
             except (KeyError, FileNotFoundError):  # gone meanwhile
                 continue
             with handle:
@@ -383,13 +385,13 @@ class LocalMailbox(BounceMailbox):
         try:
             for ref in refs:
                 if cfg.processed == "delete":
-                    box.discard(int(ref))
+                    box.discard(int(ref))  # type: ignore[arg-type]  # mbox keys are ints
                     continue
                 if cfg.processed == "move":
                     raise MailboxError("move_to is for IMAP and Maildir: an mbox marks or deletes")
-                message = box.get_message(int(ref))
+                message = box.get_message(int(ref))  # type: ignore[arg-type]
                 message.add_flag("R")
-                box[int(ref)] = message
+                box[int(ref)] = message  # type: ignore[index]
             box.flush()
         finally:
             box.unlock()

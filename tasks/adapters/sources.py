@@ -217,12 +217,13 @@ def _probe_types(
         for name, expr in expressions.items()
     )
     result = conn.execute(text(f"SELECT {columns} FROM {qualified} LIMIT 0"))
-    codes = [d[1] for d in result.cursor.description]
+    codes: list[Any] = [d[1] for d in result.cursor.description]  # PostgreSQL: type OIDs
     result.close()
     if dialect != "postgresql":
         return dict.fromkeys(expressions, "")
     oids = "{" + ",".join(str(int(c)) for c in codes) + "}"
-    names = dict(conn.execute(text(plain_statement("type_names", "postgresql")), {"oids": oids}).all())
+    found = conn.execute(text(plain_statement("type_names", "postgresql")), {"oids": oids}).all()
+    names: dict[Any, str] = dict(found)  # type OID -> type name
     return {name: names.get(code, str(code)) for name, code in zip(expressions, codes, strict=True)}
 
 
@@ -378,9 +379,9 @@ def _resolve_one(
             )
         ]
     readings: list[ColumnReading] = []
-    for name, origin in origins.items():
+    for name, column_origin in origins.items():
         kind_ = Kind.AMOUNT if name == AMOUNT_MINOR else wanted[name].kind
-        if origin is None:
+        if column_origin is None:
             null = "NULL" if dialect == "sqlite" else f"CAST(NULL AS {_NULL_TYPE.get(kind_, 'text')})"
             readings.append(ColumnReading(name, _origin_text(None), "", null))
             continue
@@ -391,7 +392,7 @@ def _resolve_one(
         readings.append(
             ColumnReading(
                 name,
-                _origin_text(origin),
+                _origin_text(column_origin),
                 types[name],
                 expr,
                 _note(spec.name, name, kind_, types[name], timezone),

@@ -220,9 +220,9 @@ def parse_report(raw: bytes, source: str, size: int | None = None) -> Report:
         hard = action == "failed" and not (status or "").startswith("4")
         diagnostic = worst.get("diagnostic-code", "")
         diagnostic = diagnostic.partition(";")[2].strip() if ";" in diagnostic else diagnostic
-        recipient = (worst.get("final-recipient") or worst.get("original-recipient") or "").partition(";")
+        named = (worst.get("final-recipient") or worst.get("original-recipient") or "").partition(";")
         return Report(ident, source, BounceKind.HARD if hard else BounceKind.SOFT, status,
-                      one_line(diagnostic or f"Action: {action}"), one_line(recipient[2] or recipient[0], 200)
+                      one_line(diagnostic or f"Action: {action}"), one_line(named[2] or named[0], 200)
                       or None, message_id, key, seen)
     temporary, permanent = _flufl(msg)
     if not (temporary or permanent):
@@ -307,5 +307,5 @@ def match_reports(reports: pd.DataFrame, ledger: pd.DataFrame) -> Matched:
 
 def bounce_reason(status_code: object, diagnostic: object) -> str:
     """What the ledger row's `error` says of a hard bounce."""
-    code = "" if status_code is None or pd.isna(status_code) else f"{status_code} "
+    code = "" if status_code is None or pd.isna(status_code) else f"{status_code} "  # type: ignore[call-overload]
     return one_line(f"bounced: {code}{diagnostic or ''}".rstrip())

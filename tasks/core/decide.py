@@ -11,7 +11,6 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import date, timedelta
-from typing import Literal
 
 import numpy as np
 
@@ -28,6 +27,7 @@ from dueflow.tasks.core.keys import (
 )
 from dueflow.tasks.core.locales import SUPPORTED_LOCALES
 from dueflow.tasks.core.money import amount_problems, known_currency
+from dueflow.tasks.core.parameters import DunningStart  # checked there, once (dunning_start_of)
 from dueflow.tasks.core.statuses import (
     CONTRACT_ACTIVE,
     CONTRACT_CANCELLED,
@@ -40,7 +40,6 @@ from dueflow.tasks.core.text import VALID_UTF8, invalid_utf8, lowered, one_line,
 from dueflow.tasks.core.validate import as_dates, first_reason, flag_values, quote
 
 TEXT_LIMIT = 200  # characters of a name, title or number shown in an email
-DunningStart = Literal["sent", "due"]
 
 RENEWAL_COLUMNS = (
     "key", "subject_id", "cycle", "step", "step_rank", "recipient", "vendor", "title",
@@ -364,10 +363,8 @@ def _ended(rows: pd.DataFrame) -> pd.Series:
     return _text(rows, "status").isin(INVOICE_ENDED).fillna(False).astype(bool) | paid
 
 
-def _start_dates(rows: pd.DataFrame, timezone: str, start: DunningStart) -> tuple[pd.Series, pd.Series]:
+def _start_dates(rows: pd.DataFrame, timezone: str) -> tuple[pd.Series, pd.Series]:
     """Each invoice's sent date (business zone) and due date."""
-    if start not in ("sent", "due"):
-        raise ValueError(f"dunning_start must be 'sent' or 'due', got {start!r}")
     return business_dates(rows["sent_at"], timezone), as_dates(rows["due_date"])
 
 
@@ -376,7 +373,7 @@ def _invoices(invoices: pd.DataFrame, clients: pd.DataFrame, timezone: str, star
               ) -> _Invoices:
     """`relevant(participating, start_date)`: the rows whose reasons are checked."""
     rows = invoices.reset_index(drop=True)
-    sent_date, due_date = _start_dates(rows, timezone, start)
+    sent_date, due_date = _start_dates(rows, timezone)
     start_date = sent_date if start == "sent" else due_date
     ids = _text(rows, "id")
     client, client_found, client_copies = _client_of(rows, clients)
@@ -512,7 +509,7 @@ def dunning_may_be_due(invoices: pd.DataFrame, history: pd.DataFrame, as_of: dat
     applies with a margin (a night reads no other open invoice). Aligned with the rows in
     order (a fresh RangeIndex)."""
     rows = invoices.reset_index(drop=True)
-    sent_date, due_date = _start_dates(rows, timezone, start)
+    sent_date, due_date = _start_dates(rows, timezone)
     steps = _steps_of(rows, history, delays)
     start_date = sent_date if start == "sent" else due_date
     return (~_ended(rows) & _may_be_due(steps, _days_in_step(steps, start_date, as_of))).astype(bool)

@@ -37,7 +37,8 @@ def with_reserved_renewals(history: pd.DataFrame, reserved: pd.DataFrame) -> pd.
                           "cycle": reserved["cycle"].astype("string"),
                           "handled_rank": pd.to_numeric(reserved["step_rank"])})
     merged = pd.concat([base, added], ignore_index=True) if not base.empty else added
-    return merged.groupby(["subject_id", "cycle"], as_index=False, sort=False)["handled_rank"].min()
+    # as_index=False: a DataFrame (pandas-stubs type it a Series)
+    return merged.groupby(["subject_id", "cycle"], as_index=False, sort=False)["handled_rank"].min()  # type: ignore[return-value]
 
 
 def with_sent_dunning_steps(history: pd.DataFrame, reserved: pd.DataFrame, night: date) -> pd.DataFrame:

@@ -4,6 +4,8 @@ before any frame exists, and modules that need no frame load no pandas (the flow
 loads in a fraction of a second: deploying, serving and `dueflow --help` import it).
 """
 
+from typing import Any
+
 import pandas as pd
 
 # Text that is not valid UTF-8 reaches the core as surrogate escapes, so that its row is
@@ -12,4 +14,12 @@ import pandas as pd
 # Python storage keeps them whole, whatever else is installed.
 pd.set_option("mode.string_storage", "python")
 
-__all__ = ["pd"]
+
+
+def records(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    """`frame.to_dict("records")`, typed as it is: dueflow's columns are named by text
+    (pandas-stubs type the keys Hashable)."""
+    return frame.to_dict("records")  # type: ignore[return-value]
+
+
+__all__ = ["pd", "records"]

@@ -13,7 +13,13 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from typing import Literal
 
-from dueflow.tasks.core.defaults import RETRY_BACKOFF_MAX_MINUTES
+from dueflow.tasks.core.defaults import (
+    DUNNING_DELAYS,
+    RENEWAL_LEADS,
+    RETRY_BACKOFF_MAX_MINUTES,
+    RETRY_BACKOFF_MINUTES,
+    RETRY_MAX_ATTEMPTS,
+)
 from dueflow.tasks.core.locales import SUPPORTED_LOCALES
 
 DunningStart = Literal["sent", "due"]
@@ -111,7 +117,7 @@ def delays_of(value: object) -> tuple[int, ...]:
 def dunning_start_of(value: object) -> DunningStart:
     if value not in DUNNING_STARTS or not isinstance(value, str):
         raise ParameterError("dunning_start", "'sent' or 'due'", value)
-    return value  # type: ignore[return-value]
+    return value
 
 
 def locale_of(value: object) -> str:
@@ -166,13 +172,21 @@ def run_parameters(
         dunning_start=dunning_start_of(dunning_start),
         renewal_locale=locale_of(renewal_locale),
         retry_max_attempts=_whole("retry_max_attempts", retry_max_attempts, 1, MAX_ATTEMPTS),
-        send_cap=send_cap,  # type: ignore[arg-type]
+        send_cap=send_cap,
         adopt=_flag("adopt", adopt),
         dry_run=_flag("dry_run", dry_run),
         retry_backoff_minutes=_whole(
             "retry_backoff_minutes", retry_backoff_minutes, 0, MAX_BACKOFF_MINUTES,
             f"a whole number of minutes from 0 to {MAX_BACKOFF_MINUTES:,} (30 days)"),
     )
+
+
+def default_parameters() -> RunParameters:
+    """The nightly flow's parameters as a run that names none has them."""
+    return run_parameters(renewal_leads=RENEWAL_LEADS, dunning_delays=DUNNING_DELAYS, dunning_start="sent",
+                          renewal_locale="en", retry_max_attempts=RETRY_MAX_ATTEMPTS,
+                          retry_backoff_minutes=RETRY_BACKOFF_MINUTES, send_cap=None, adopt=False,
+                          dry_run=False)
 
 
 def forecast_days(value: object) -> int:

@@ -179,7 +179,7 @@ _HISTORY_LABELS = {
     "en": {1: "First reminder", 2: "Second reminder", 3: "Escalation"},
     "es": {1: "Primer recordatorio", 2: "Segundo recordatorio", 3: "Escalado"},
 }
-_OUTCOMES = {
+_OUTCOMES: dict[str, dict[str, str]] = {
     "en": {LedgerStatus.SENT: "sent",
            LedgerStatus.ADOPTED: "handled before dueflow took over (not sent by dueflow)",
            LedgerStatus.PENDING: "handed to the mail server, delivery not confirmed",
@@ -207,7 +207,7 @@ def _due_facts(due_date: date | None, as_of: date | None, locale: str) -> dict[s
 
 
 def _day(value: object) -> date | None:
-    if value is None or value is pd.NaT or (not isinstance(value, date) and pd.isna(value)):
+    if value is None or value is pd.NaT or (not isinstance(value, date) and pd.isna(value)):  # type: ignore[call-overload]
         return None
     return value.date() if isinstance(value, pd.Timestamp) else value  # type: ignore[return-value]
 
@@ -341,7 +341,7 @@ def compose_each(due: pd.DataFrame, render_one: Callable[[Any], OutgoingEmail]) 
         try:
             emails.append(render_one(row))
         except Exception as exc:
-            failures.append((row.key, f"could not render the email: {exc}"))
+            failures.append((str(row.key), f"could not render the email: {exc}"))
     return Composed(emails, failures)
 
 

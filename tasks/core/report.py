@@ -19,8 +19,9 @@ FACT_COLUMNS = ("key", "party", "reference", "amount", "date", "subject")
 TABLE_COLUMNS = ("job", "party", "subject", "amount", "date", "status", "detail", "key")
 
 
-def key_rows(job: str, frame: pd.DataFrame, status: RowStatus | pd.Series,
-             detail: str | Mapping[str, str] | pd.Series, retry: bool = False) -> pd.DataFrame:
+def key_rows(job: str | pd.Series, frame: pd.DataFrame, status: RowStatus | pd.Series | Sequence[RowStatus],
+             detail: str | Mapping[str, str] | pd.Series | Sequence[str | None],
+             retry: bool = False) -> pd.DataFrame:
     """Summary rows for the keys of `frame` (key, recipient); `detail` is one text for all,
     a text per key, or a Series aligned with `frame`. The one place rows are made."""
     if isinstance(detail, Mapping):
@@ -178,7 +179,7 @@ def summarize(
     retry = rows["retry"].fillna(False).astype(bool)
     handled = int((status == RowStatus.ALREADY_HANDLED).sum())
     new = int((status.isin(_WON) & ~retry).sum())
-    counted = {name: int((status == value).sum()) for name, value in _COUNTED.items()}
+    counted: dict[str, Any] = {name: int((status == value).sum()) for name, value in _COUNTED.items()}
     return RunSummary(
         as_of=as_of,
         dry_run=dry_run,
@@ -307,7 +308,8 @@ def markdown(summary: RunSummary, limit: int = 50) -> str:
     and what needs attention with the reason and what settles it."""
     mode = " (dry run)" if summary.dry_run else ""
     lines = [f"# dueflow — {summary.as_of}{mode}", "", summary.headline(), ""]
-    counts = [(COUNT_LABELS[name], value) for name, value in summary.counts().items() if value]
+    counts: list[tuple[str, int | str]] = [(COUNT_LABELS[name], value)
+                                           for name, value in summary.counts().items() if value]
     counts += [(label, value) for label, value in (
         ("pending in the ledger, all runs", summary.ledger_pending),
         ("failed in the ledger, all runs", summary.ledger_failed),
@@ -326,7 +328,7 @@ def markdown(summary: RunSummary, limit: int = 50) -> str:
         lines += ["## Needs attention", "", "| status | who | what | reason | what to do |",
                   "|---|---|---|---|---|"]
         for row in attention.head(limit).itertuples(index=False):
-            todo = WHAT_TO_DO[RowStatus(row.status)].format(key=row.key)
+            todo = WHAT_TO_DO[RowStatus(str(row.status))].format(key=row.key)
             lines.append(f"| {row.status} | {_cell(row.party)} | {_cell(row.subject)} "
                          f"| {_cell(row.detail)} | {todo} |")
         if len(attention) > limit:
@@ -351,7 +353,7 @@ def markdown(summary: RunSummary, limit: int = 50) -> str:
                   "| status | key | attempts | detail |", "|---|---|---|---|"]
         for row in summary.unsettled.itertuples(index=False):
             detail = str(row.error or "")
-            if row.status == "pending" and pd.isna(row.sending_at):
+            if row.status == "pending" and pd.isna(row.sending_at):  # type: ignore[arg-type]  # stubs: any value
                 detail = (detail + "; " if detail else "") + "never handed to SMTP: the next run sends it"
             lines.append(f"| {row.status} | `{row.key}` | {row.attempts} | {_cell(detail)} |")
     return "\n".join(lines).rstrip() + "\n"
@@ -359,7 +361,7 @@ def markdown(summary: RunSummary, limit: int = 50) -> str:
 
 def _cell(value: object) -> str:
     """A markdown table cell: one line, pipes escaped, missing values empty."""
-    if value is None or (not isinstance(value, str) and pd.isna(value)):
+    if value is None or (not isinstance(value, str) and pd.isna(value)):  # type: ignore[call-overload]
         return ""
     return " ".join(str(value).split()).replace("|", "\\|")
 

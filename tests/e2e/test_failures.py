@@ -15,7 +15,7 @@ from dueflow.tasks.adapters.mail import parse_mail_url
 from dueflow.tasks.core.addresses import Mailbox
 from dueflow.tasks.core.message import OutgoingEmail, message_id_for
 from dueflow.tasks.deliver import DeliverySettings, Recipient, deliver_batch
-from dueflow.tasks.steps import RenderAgain, retry_failed
+from dueflow.tasks.jobs import DunningJob, RenewalJob, retry_failed
 from tests.factories import client, contract, insert, invoice, race, sourced
 from tests.smtp_server import free_port
 
@@ -168,8 +168,8 @@ def test_a_batch_executed_twice_sends_nothing_twice(db_url, smtp_sink):
     engine = db.engine_for(db_url)
     db.resolve_pending(engine, key("c4"), "failed", "operator: not received")
     smtp_sink.faults.clear()
-    again = RenderAgain(sourced(engine), "en", SENDER, "UTC", None)
-    assert retry_failed.fn(again, AS_OF, None, 3) == []  # rendered again from the contract, requeued
+    jobs = (RenewalJob((30,), "en", SENDER), DunningJob((7, 5, 7), "sent", "UTC", None, SENDER))
+    assert retry_failed.fn(sourced(engine), jobs, AS_OF, None, 3) == []  # rendered again from the contract
     assert db.ledger_rows(engine).set_index("key").loc[key("c4"), "status"] == "pending"
     retried = deliver_batch.fn(items, settings)
     assert [(d.key, d.status) for d in retried if d.status == "sent"] == [(key("c4"), "sent")]

@@ -27,7 +27,7 @@ from dueflow.tasks.adapters import db
 from dueflow.tasks.core.decide import business_dates, due_dunning_steps
 from dueflow.tasks.core.keys import dunning_key, printable_id, renewal_key
 from dueflow.tasks.core.message import HEADER_NAMES
-from dueflow.tasks.steps import dunning_sources
+from dueflow.tasks.jobs import DunningJob
 from tests import examples, factories, hostile
 from tests.conftest import PG_URL, require_pg
 from tests.factories import OWN_TABLES, OWN_TYPES, sourced
@@ -129,7 +129,7 @@ def test_copies_of_an_id_that_take_no_part_do_not_quarantine_it(kind, tmp_path):
     with own_database(kind, tmp_path) as url:
         load(url, kind, "clients", CLIENTS, clients)
         load(url, kind, "invoices", INVOICES, invoices)
-        extracted = dunning_sources(sourced(url))
+        extracted = DunningJob.extract_all(sourced(url))
     decision = due_dunning_steps(extracted["invoices"], extracted["clients"], extracted["history"],
                                  hostile.AS_OF, (7, 14, 21), "UTC", None, "sent")
     assert set(decision.quarantined["source_id"]) == {"inv-3"}  # its void copy is not paid

@@ -167,8 +167,8 @@ def test_messages_are_composed_and_stored_chunk_by_chunk_and_all_stored_before_a
     stored_chunks: list[int] = []
     compose_and_store = jobs.compose_and_store
 
-    def count_chunks(render, database):
-        prepared = compose_and_store(render, database)
+    def count_chunks(*args, **kwargs):
+        prepared = compose_and_store(*args, **kwargs)
         stored_chunks.append(len(prepared.emails))
         return prepared
 

@@ -251,7 +251,7 @@ def dask_client(dask_cluster: Client, pg_url: str, batch_sink: BatchSink,
     on a busy machine must not be what holds a batch at the SMTP gate), and the flow's
     environment pointing at this test's database and SMTP sink."""
     dask_cluster.wait_for_workers(2, timeout=120)
-    dask_cluster.run(importlib.import_module, "tasks.deliver")
+    dask_cluster.run(importlib.import_module, "dueflow.tasks.deliver")
     db.init_db(db.engine_for(pg_url), sample_tables=True)
     monkeypatch.setenv("DUEFLOW_DATABASE_URL", pg_url)
     monkeypatch.setenv("DUEFLOW_MAIL_URL", f"smtp://127.0.0.1:{batch_sink.port}")

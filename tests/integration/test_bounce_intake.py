@@ -325,7 +325,7 @@ def test_a_batch_committed_but_not_marked_changes_nothing_when_read_again(db_url
     with open_mailbox(config) as box:
         fetched = box.fetch(box.unprocessed())
     first = bounces.record(database, fetched)  # committed; the process dies before marking
-    assert sorted(first["marked"]) == sorted(KEYS[:5]) and first["already"] == 0
+    assert sorted(first.marked) == sorted(KEYS[:5]) and first.already == 0
     before = state(db_url)
     rerun = bounces.intake(database, config)
     assert (rerun.read, rerun.already_recorded, rerun.marked, len(rerun.kept)) == (10, 10, [], 0)

@@ -73,7 +73,7 @@ def test_the_copies_are_envelope_recipients_and_the_bcc_is_in_no_header(sink, tm
     assert result.status == SendStatus.SENT, result
     assert sink.envelope_to == [["ap@client.example", "manager@acme.example", "archive@acme.example"]]
     (raw,) = sink.raw
-    assert b"archive@acme.example" not in raw and b"bcc" not in raw.lower()
+    assert b"archive@acme.example" not in raw and b"\nbcc:" not in raw.lower()
     (received,) = sink.messages
     assert received["To"].addresses[0].addr_spec == "ap@client.example"
     assert received["Cc"].addresses[0].addr_spec == "manager@acme.example"

@@ -18,9 +18,10 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import create_engine, text
 
-from dueflow.tasks import steps
 from dueflow.tasks.adapters import db
+from dueflow.tasks.core.addresses import Mailbox
 from dueflow.tasks.core.decide import due_dunning_steps, dunning_may_be_due
+from dueflow.tasks.jobs import DunningJob
 from tests import examples
 from tests.conftest import PG_URL, require_pg
 from tests.factories import without_keys
@@ -129,8 +130,9 @@ def test_the_sql_candidates_are_the_pure_rule_and_change_no_decision(databases, 
     for dialect, url in databases.items():
         load(url, scenario)
         database = db.Database(url).with_sources(timezone=timezone)
-        full = steps.dunning_sources(database)
-        tonight = steps.dunning_candidate_sources(database, AS_OF, delays, start, timezone)
+        full = DunningJob.extract_all(database)
+        job = DunningJob(delays, start, timezone, None, Mailbox("alerts@dueflow.test"))
+        tonight = job.extract(database, AS_OF)
 
         # Every invoice the pure rule picks is read tonight, with every copy of its id.
         picked = dunning_may_be_due(full["invoices"], full["history"], AS_OF, delays, timezone, start)

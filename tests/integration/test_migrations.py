@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 from sqlalchemy import inspect, text
 
-from dueflow.tasks import steps
 from dueflow.tasks.adapters import db
+from dueflow.tasks.core.addresses import Mailbox
+from dueflow.tasks.jobs import RenewalJob
 from tests.conftest import pg_schema
 from tests.factories import contract, insert, sourced
 
@@ -123,7 +124,8 @@ def ledger(url: str) -> list[tuple]:
 
 def tonight(url: str) -> tuple[list[str], list[str]]:
     database = sourced(url)
-    decision = steps.decide_renewals.fn(steps.renewal_sources(database, AS_OF, LEADS), AS_OF, LEADS)
+    job = RenewalJob(LEADS, "en", Mailbox("alerts@dueflow.test"))
+    decision = job.decide(job.extract(database, AS_OF), AS_OF)
     return sorted(decision.to_reserve["key"]), sorted(decision.due.loc[decision.due["handled"], "key"])
 
 

@@ -21,10 +21,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import create_engine, text
 
-from dueflow.tasks import steps
 from dueflow.tasks.adapters import db
 from dueflow.tasks.adapters.sources import SourceError
+from dueflow.tasks.core.addresses import Mailbox
 from dueflow.tasks.core.sources import parse_mapping
+from dueflow.tasks.jobs import DunningJob, RenewalJob
 from tests import examples
 from tests.conftest import PG_URL, require_pg
 from tests.factories import without_keys
@@ -342,10 +343,12 @@ def _toml(mapping: dict[str, dict]) -> str:
 
 def decided(database: db.Database) -> dict[str, object]:
     """What tonight's real extract and rules make of a database's sources."""
-    renewals = steps.renewal_sources(database, AS_OF, LEADS)
-    renewal = steps.decide_renewals.fn(renewals, AS_OF, LEADS)
-    dunning = steps.dunning_sources(database)
-    reminders = steps.decide_dunning.fn(dunning, AS_OF, DELAYS, "UTC", "collections@corp.example", "sent")
+    sender = Mailbox("alerts@dueflow.test")
+    renewal_job = RenewalJob(LEADS, "en", sender)
+    renewals = renewal_job.extract(database, AS_OF)
+    renewal = renewal_job.decide(renewals, AS_OF)
+    dunning = DunningJob.extract_all(database)
+    reminders = DunningJob(DELAYS, "sent", "UTC", "collections@corp.example", sender).decide(dunning, AS_OF)
     due = {}
     for decision in (renewal, reminders):
         for row in decision.due.itertuples(index=False):

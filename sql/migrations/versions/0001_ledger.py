@@ -84,7 +84,7 @@ def upgrade() -> None:
         if name not in have:
             op.execute(f"ALTER TABLE dueflow_ledger ADD COLUMN {name} {kind}")
     for ddl in INDEXES:
-        if bind.dialect.name == "postgresql" and ddl.startswith("DROP INDEX"):
+        if schema is not None and ddl.startswith("DROP INDEX"):  # PostgreSQL
             # Only dueflow's own schema: never an index of the same name elsewhere on the path.
             quoted = bind.dialect.identifier_preparer.quote_identifier(schema)
             ddl = ddl.replace("IF EXISTS ", f"IF EXISTS {quoted}.")
