@@ -289,3 +289,20 @@ def test_a_pruned_row_still_settles_its_key_for_the_next_night(db_url):
     assert dict(zip(states["key"], states["status"], strict=True)) == {k: s for k, s, *_ in ROWS}
     pruned = rows(db_url)["dunning/s-new/REMINDED_1"]
     assert pruned["pruned_at"] is not None and pruned["message_id"] == "<s-new@acme.example>"
+
+
+def test_check_says_where_the_invoices_are_and_whether_they_can_be_read(tmp_path):
+    from dueflow.blocks.settings import Settings
+    from dueflow.tasks.check import check_copies_and_invoices
+
+    base = {"DUEFLOW_DATABASE_URL": "sqlite:///x.db", "DUEFLOW_MAIL_URL": f"file://{tmp_path}"}
+    assert check_copies_and_invoices(Settings.from_env(base)) is None  # nothing set: nothing said
+    missing = check_copies_and_invoices(Settings.from_env(base | {
+        "DUEFLOW_INVOICE_PDF": f"{tmp_path}/nowhere/{{number}}.pdf"}))
+    assert missing is not None and not missing.ok and "is not a folder" in missing.detail
+    (tmp_path / "invoices").mkdir()
+    found = check_copies_and_invoices(Settings.from_env(base | {
+        "DUEFLOW_INVOICE_PDF": f"{tmp_path}/invoices/{{number}}.pdf", "DUEFLOW_BCC": "archive@acme.example",
+        "DUEFLOW_RETAIN_BODIES_DAYS": "400"}))
+    assert found is not None and found.ok
+    assert "archive@acme.example" in found.detail and "after 400 day(s)" in found.detail
