@@ -98,8 +98,10 @@ class Settings:
     # DUEFLOW_ALLOW_ANY_AS_OF=on: every run may take any as_of (docs/parameters.md)
     allow_any_as_of: bool = False
     llm: LLMConfig | None = field(default=None, repr=False)
-    schedule_cron: str = defaults.SCHEDULE_CRON  # DUEFLOW_SCHEDULE_CRON (deployments/serve.py)
-    schedule_timezone: str | None = None  # DUEFLOW_SCHEDULE_TIMEZONE; default DUEFLOW_TIMEZONE
+    # DUEFLOW_SCHEDULE_CRON, DUEFLOW_SCHEDULE_TIMEZONE: deployments/serve.py's schedule, when
+    # set; otherwise prefect.yaml's (0 6 * * *, Europe/Madrid)
+    schedule_cron: str | None = None
+    schedule_timezone: str | None = None
     # Names of Prefect blocks that override the variables above (applied by `with_blocks`).
     database_block: str | None = None
     mail_block: str | None = None
@@ -154,7 +156,7 @@ class Settings:
             allow_any_as_of=(env.get("DUEFLOW_ALLOW_ANY_AS_OF") or "off").strip().lower()
             in ("on", "1", "true", "yes"),
             llm=_llm_from_env(env),
-            schedule_cron=env.get("DUEFLOW_SCHEDULE_CRON") or defaults.SCHEDULE_CRON,
+            schedule_cron=env.get("DUEFLOW_SCHEDULE_CRON") or None,
             schedule_timezone=env.get("DUEFLOW_SCHEDULE_TIMEZONE") or None,
             database_block=(env.get("DUEFLOW_DATABASE_BLOCK") or "").strip() or None,
             mail_block=(env.get("DUEFLOW_MAIL_BLOCK") or "").strip() or None,

@@ -72,108 +72,52 @@ def _version() -> str:
 
 
 def _engine(settings: Settings) -> Engine:
-    from dueflow.tasks.adapters import db
+    from dueflow.tasks.operations import engine_of
 
-    return db.engine_for(settings.database_url, settings.db_lock_timeout, settings.ledger_schema)
+    return engine_of(settings)
+
+
+def _say_waiting(settings: Settings) -> Callable[[], None]:
+    def say() -> None:
+        from dueflow.tasks.operations import sqlite_file
+
+        print(f"dueflow: waiting for the database file {sqlite_file(settings)}: another process holds its"
+              f" write lock (up to {settings.db_lock_timeout:g} s)…", file=sys.stderr, flush=True)
+
+    return say
 
 
 def _reachable(settings: Settings) -> Engine:
-    """The engine of a database that exists and answers (a missing SQLite file is not
-    created by looking at it)."""
-    from sqlalchemy.exc import SQLAlchemyError
+    from dueflow.tasks.operations import reachable
 
-    engine = _engine(settings)
-    path = engine.url.database if engine.dialect.name == "sqlite" else None
-    if path and path != ":memory:" and not Path(path).exists():  # connecting would create it
-        raise UserError(f"the database file {path} does not exist: run `dueflow init-db` first")
-    if path:
-        _wait_for_sqlite(path, settings.db_lock_timeout)
-    try:
-        with engine.connect():
-            pass
-    except SQLAlchemyError as exc:
-        reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
-        raise UserError(f"cannot reach the database {redact_url(settings.database_url)}: {reason}") from None
-    return engine
+    return reachable(settings, _say_waiting(settings))
 
 
 def _check_ready(settings: Settings, sources: bool = True, writes: bool = False) -> None:
-    """Fail fast, before any write, on a bad mail URL, an unreachable database, a ledger
-    that is missing or behind, sources dueflow cannot read, and (`writes`) a night whose
-    statements do not plan or whose user cannot write dueflow's tables."""
-    from dueflow.tasks.adapters import db
-    from dueflow.tasks.adapters.mail import parse_mail_url
+    from dueflow.tasks.operations import check_ready
 
-    parse_mail_url(settings.mail_url)
-    _reachable(settings)
-    try:
-        database = db.open_database(settings, sources=sources)
-        if writes:
-            db.preflight(database)
-    except ConfigError as exc:
-        raise UserError(f"{exc} (database {redact_url(settings.database_url)})") from None
-
-
-def _wait_for_sqlite(path: str, timeout: float) -> None:
-    """Say so while another process holds the SQLite file's write lock, and give up with a
-    clear error when it is not released within `timeout` seconds."""
-    import sqlite3
-    import time
-
-    deadline = time.monotonic() + timeout
-    said = False
-    while True:
-        conn = sqlite3.connect(path, timeout=min(1.0, timeout), isolation_level=None)
-        try:
-            conn.execute("BEGIN IMMEDIATE")
-            conn.execute("ROLLBACK")
-            return
-        except sqlite3.OperationalError as exc:
-            if "locked" not in str(exc) and "busy" not in str(exc):
-                return  # not a lock: the readiness check reports it
-            if time.monotonic() >= deadline:
-                raise UserError(f"the database file {path} is locked by another process (waited"
-                                f" {timeout:g} s; DUEFLOW_DB_LOCK_TIMEOUT): nothing was done") from None
-            if not said:
-                print(f"dueflow: waiting for the database file {path}: another process holds its"
-                      f" write lock (up to {timeout:g} s)…", file=sys.stderr, flush=True)
-                said = True
-        finally:
-            conn.close()
+    check_ready(settings, sources, writes, _say_waiting(settings))
 
 
 def cmd_init_db(args: argparse.Namespace, settings: Settings) -> int:
     """Create or upgrade dueflow's own tables; with --with-sample-tables, the sample source
     tables that are missing. Says "ready" only when a run could start: otherwise it names
     what it cannot create and exits 2."""
-    from dueflow.tasks.adapters import db
+    from dueflow.tasks.operations import init_ledger, ready_for_a_run
 
     where = redact_url(settings.database_url)
-    existed = not _sqlite_missing(settings) and db.has_ledger(_reachable(settings))
-    before = db.ledger_version(_engine(settings)) if existed else None
-    version = db.init_db(_engine(settings), sample_tables=args.with_sample_tables,
-                         source_schema=settings.source_schema)
-    if before is None:
+    done = init_ledger(settings, sample_tables=args.with_sample_tables, on_wait=_say_waiting(settings))
+    version = done.after
+    if done.before is None:
         print(f"Ledger created in {where} (version {version.head}).")
-    elif before.current != version.head:
-        print(f"Ledger upgraded in {where}: version {before.current or 'before versioning'} →"
+    elif done.upgraded:
+        print(f"Ledger upgraded in {where}: version {done.before.current or 'before versioning'} →"
               f" {version.head}, every row kept.")
     else:
         print(f"Ledger up to date in {where} (version {version.head}).")
-    try:
-        db.open_database(settings)
-    except ConfigError as exc:
-        raise UserError(f"not ready for a run: {exc}. dueflow creates only its own tables; your"
-                        " source tables or views are yours (docs/your-data.md), or run"
-                        " `dueflow init-db --with-sample-tables` for sample ones") from None
+    ready_for_a_run(settings)
     print("Ready: the ledger and the sources can be read (`dueflow check --sources` shows how).")
     return 0
-
-
-def _sqlite_missing(settings: Settings) -> bool:
-    engine = _engine(settings)
-    path = engine.url.database if engine.dialect.name == "sqlite" else None
-    return bool(path and path != ":memory:" and not Path(path).exists())
 
 
 @contextmanager
@@ -203,9 +147,11 @@ def _stop_on_interrupt() -> Iterator[Callable[[], bool]]:
 
 
 def _run_flow(settings: Settings, as_of: date | None, dry_run: bool, **params: Any) -> int:
+    from dueflow.flows.nightly_alerts import check_night
+
     _check_ready(settings, writes=not dry_run)
     _quiet_prefect()  # before Prefect is imported: it reads these settings once
-    _check_night(settings, as_of, dry_run, params)
+    check_night(settings, as_of, dry_run, params)
     from dueflow.flows import prefect_api
     from dueflow.flows.nightly_alerts import nightly_alerts
 
@@ -226,9 +172,7 @@ def _run_flow(settings: Settings, as_of: date | None, dry_run: bool, **params: A
                 summary = cast("RunSummary", nightly_alerts(as_of=as_of, dry_run=dry_run, **params))
             except Exception as exc:
                 summary = _after_lost_api(exc)
-    except RuntimeError as exc:
-        if "ephemeral Prefect API server" not in str(exc):
-            raise
+    except prefect_api.TemporaryServerDidNotStart:
         raise UserError("the temporary Prefect server did not start in time (set"
                         " PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS higher, or point"
                         " PREFECT_API_URL at a running `prefect server start`)") from None
@@ -278,27 +222,6 @@ def _after_lost_api(exc: Exception) -> RunSummary:
         raise exc
     summary.warnings.append(prefect_api.LOST_END)
     return summary
-
-
-def _check_night(settings: Settings, as_of: date | None, dry_run: bool, params: dict[str, object]) -> None:
-    """The flow's own checks of its parameters and night, before Prefect is started: a value
-    out of range is one line (exit 2), and nothing was written."""
-    import inspect
-
-    from dueflow.flows.nightly_alerts import (
-        checked_as_of,
-        checked_parameters,
-        nightly_alerts,
-        with_email_block,
-    )
-
-    raw = {name: p.default for name, p in inspect.signature(nightly_alerts.fn).parameters.items()}
-    raw |= params | {"dry_run": dry_run}
-    allow_any = bool(raw.pop("allow_any_as_of"))
-    del raw["as_of"]
-    with_email_block(settings, raw.pop("email_block"))
-    checked_parameters(**raw)
-    checked_as_of(as_of, settings, _engine(settings), allow_any)
 
 
 def run_url(flow_run_id: str | None) -> str | None:
@@ -392,13 +315,10 @@ def cmd_adopt(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
-    from dueflow.tasks.adapters import db
     from dueflow.tasks.adapters.mail import parse_mail_url
-    from dueflow.tasks.adapters.sample_data import seed_sample_data
+    from dueflow.tasks.operations import load_sample_data
 
-    engine = _engine(settings)
-    db.init_db(engine, sample_tables=True, source_schema=settings.source_schema)
-    added = seed_sample_data(engine, settings.today(), settings.source_schema)
+    added = load_sample_data(settings)
     print(f"dueflow demo — database {redact_url(settings.database_url)}, "
           f"mail to {parse_mail_url(settings.mail_url).describe()}")
     print(f"{added} sample row(s) added (contracts, clients, invoices); running the nightly flow"
@@ -457,39 +377,31 @@ def _keys_to_resolve(args: argparse.Namespace, engine: Engine) -> list[str]:
 
 
 def cmd_resolve(args: argparse.Namespace, settings: Settings) -> int:
-    from dueflow.tasks.adapters import db
+    from dueflow.tasks.operations import Settled, resolve
 
     _check_ready(settings)
     engine = _engine(settings)
     keys = _keys_to_resolve(args, engine)
     note = f"resolved by an operator as {args.outcome}" + (f": {args.note}" if args.note else "")
-    before = db.claimed_keys(engine, keys)
     after = "it will not be sent again" if args.outcome == "sent" else "a later run sends it again"
-    refused = 0
-    for key in keys:
-        state = before.get(key)
-        if state == "bounced":  # docs/bounces.md: after fixing the address
-            if db.resolve_bounced(engine, key, args.outcome, note):
-                print(f"{key}: bounced → {args.outcome}; " + (
-                    "it will not be sent again." if args.outcome == "sent" else
-                    "a later run sends it again, once, rendered for the address as it is now."))
-            else:
-                print(f"{key}: changed meanwhile: left as it is", file=sys.stderr)
-                refused += 1
-        elif state is None or state not in ("claimed", "unclaimed"):
-            print(f"{key}: not pending or bounced ({state or 'not in the ledger'}): left as it is",
+    resolutions = resolve(engine, keys, args.outcome, note)
+    for done in resolutions:
+        key = done.key
+        if done.settled is Settled.BOUNCED:  # docs/bounces.md: after fixing the address
+            print(f"{key}: bounced → {args.outcome}; " + (
+                "it will not be sent again." if args.outcome == "sent" else
+                "a later run sends it again, once, rendered for the address as it is now."))
+        elif done.settled is Settled.PENDING:
+            print(f"{key}: pending → {args.outcome}; {after}.")
+        elif done.settled is Settled.NOT_SETTLEABLE:
+            print(f"{key}: not pending or bounced ({done.was or 'not in the ledger'}): left as it is",
                   file=sys.stderr)
-            refused += 1
-        elif state == "unclaimed" and args.outcome == "sent":
+        elif done.settled is Settled.NEVER_HANDED:
             print(f"{key}: never handed to SMTP, so it cannot have been sent: left pending"
                   " (the next run sends it)", file=sys.stderr)
-            refused += 1
-        elif db.resolve_pending(engine, key, args.outcome, note):
-            print(f"{key}: pending → {args.outcome}; {after}.")
         else:
             print(f"{key}: changed meanwhile: left as it is", file=sys.stderr)
-            refused += 1
-    if refused:
+    if refused := sum(not done.done for done in resolutions):
         raise UserError(f"{refused} of {len(keys)} key(s) not settled (see above; `dueflow ledger"
                         " --status pending` lists what can be)")
     return 0
@@ -534,6 +446,7 @@ def _step_line(row: object) -> str:
 
 def cmd_invoices(args: argparse.Namespace, settings: Settings) -> int:
     from dueflow.tasks.adapters import db
+    from dueflow.tasks.operations import invoice_states
 
     _check_ready(settings)
     engine = _engine(settings)
@@ -548,8 +461,7 @@ def cmd_invoices(args: argparse.Namespace, settings: Settings) -> int:
                       f" {report.status_code or ''} {report.diagnostic or ''}".rstrip()  # type: ignore[str-bytes-safe]
                       + ("  (settled)" if report.settled_at else ""))
         return 0
-    database = db.open_database(settings)
-    state = db.extract_frame(engine, database.source_statement("invoice_state"), {})
+    state = invoice_states(settings)
     if args.json:
         for record in state.astype(object).where(state.notna(), None).to_dict("records"):
             print(json.dumps(record, default=str))
@@ -559,28 +471,11 @@ def cmd_invoices(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_prune(args: argparse.Namespace, settings: Settings) -> int:
-    """Retention: remove the bodies, addresses and drafted paragraphs of settled rows whose
-    step got out before a date (--bodies-before, or DUEFLOW_RETAIN_BODIES_DAYS before today);
-    keys, statuses and dates stay for ever; pending, failed and bounced rows are never pruned."""
-    from datetime import timedelta
+    from dueflow.tasks.operations import prune_bodies
 
-    from dueflow.tasks.adapters import db
-
-    today = settings.today()
-    if args.bodies_before is not None:
-        before = args.bodies_before
-        if before > today:
-            raise UserError(f"--bodies-before {before} is after today ({today}): a prune keeps at least"
-                            " today's rows (nothing was pruned)")
-    elif settings.retain_bodies_days:
-        before = today - timedelta(days=settings.retain_bodies_days)
-    else:
-        raise UserError("name the date: `dueflow prune --bodies-before YYYY-MM-DD`, or set"
-                        " DUEFLOW_RETAIN_BODIES_DAYS (nothing was pruned)")
-    _check_ready(settings, sources=False)
-    pruned = db.prune_bodies(_engine(settings), before)
-    print(f"Pruned {pruned} settled row(s) whose step got out before {before}: their bodies, subjects,"
-          " addresses and drafted paragraphs are gone; their keys, statuses and dates are kept"
+    done = prune_bodies(settings, args.bodies_before)
+    print(f"Pruned {done.rows} settled row(s) whose step got out before {done.before}: their bodies,"
+          " subjects, addresses and drafted paragraphs are gone; their keys, statuses and dates are kept"
           " (`dueflow ledger` shows pruned_at). Pending, failed and bounced rows are never pruned.")
     return 0
 

@@ -112,6 +112,23 @@ def checked_as_of(as_of: date | None, settings: Settings, engine: Engine, allow_
         raise ConfigError(str(exc)) from None
 
 
+def check_night(settings: Settings, as_of: date | None, dry_run: bool, params: dict[str, object]) -> None:
+    """The flow's own checks of its parameters and night, before Prefect is started: a value
+    out of range is one line (exit 2), and nothing was written."""
+    import inspect
+
+    from dueflow.tasks.adapters import db
+
+    raw = {name: p.default for name, p in inspect.signature(nightly_alerts.fn).parameters.items()}
+    raw |= params | {"dry_run": dry_run}
+    allow_any = bool(raw.pop("allow_any_as_of"))
+    del raw["as_of"]
+    with_email_block(settings, raw.pop("email_block"))
+    checked_parameters(**raw)
+    checked_as_of(as_of, settings, db.engine_for(settings.database_url, settings.db_lock_timeout,
+                                                settings.ledger_schema), allow_any)
+
+
 @flow(name="nightly-alerts", flow_run_name=run_name, persist_result=True,
       # Prefect's annotation is invariant in the future type its own runner returns:
       task_runner=ThreadPoolTaskRunner(max_workers=DELIVERY_WORKERS))  # type: ignore[arg-type]

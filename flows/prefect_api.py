@@ -225,6 +225,10 @@ def _own_session_server() -> Any:
     return OwnSessionServer()
 
 
+class TemporaryServerDidNotStart(Exception):
+    """Prefect's temporary server did not answer within its startup timeout."""
+
+
 @contextmanager
 def temporary_server(startup_timeout: int) -> Iterator[bool]:
     """With PREFECT_API_URL set, nothing (yields False). Without it, Prefect's temporary
@@ -236,7 +240,10 @@ def temporary_server(startup_timeout: int) -> Iterator[bool]:
         yield False
         return
     server = _own_session_server()
-    server.start(timeout=startup_timeout)
+    try:
+        server.start(timeout=startup_timeout)
+    except RuntimeError as exc:  # Prefect's own, for a server that did not answer in time
+        raise TemporaryServerDidNotStart(str(exc)) from exc
     try:
         with temporary_settings(updates={PREFECT_API_URL: server.api_url}):
             try:

@@ -166,9 +166,8 @@ def check_database(settings: Settings) -> list[Check]:
         return [Check(item, False, f"cannot connect: {_reason(exc)}",
                       "check DUEFLOW_DATABASE_URL (host, port, user, password) and that the server runs")]
     if problems:
-        newer = "newer than this dueflow" in problems[0]
         return [Check(item, False, "; ".join(problems),
-                      "install the newer dueflow" if newer else "run `dueflow init-db`")]
+                      "install the newer dueflow" if version.newer else "run `dueflow init-db`")]
     checks = [Check(item, True, f"reachable; ledger at version {version.head}")]
     database = db.Database(settings.database_url, settings.db_lock_timeout, settings.ledger_schema)
     try:
@@ -319,7 +318,7 @@ def check_mail(settings: Settings) -> Check:
                                       reply_timeout=min(config.reply_timeout, TIMEOUT)), settings.sender())
     fix_url = "check the host and port in DUEFLOW_MAIL_URL and that the server runs"
     try:
-        reply = transport.handshake()
+        code, reply = transport.handshake()
     except smtplib.SMTPAuthenticationError as exc:
         return Check(item, False, f"login refused: {exc.smtp_code} {_smtp_error(exc)}",
                      "check the user and password in DUEFLOW_MAIL_URL")
@@ -339,7 +338,7 @@ def check_mail(settings: Settings) -> Check:
         return Check(item, False, f"no answer within {waited:g} s", fix_url)
     except (smtplib.SMTPException, OSError) as exc:
         return Check(item, False, f"cannot connect: {_reason(exc)}", fix_url)
-    if not reply.startswith("250"):
+    if code != 250:
         return Check(item, False, f"{', '.join(steps)} ok, but the server refuses the sender"
                      f" {settings.sender().address}: {reply}",
                      "give DUEFLOW_MAIL_URL the user and password the server wants, or set"

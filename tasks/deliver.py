@@ -25,10 +25,12 @@ import math
 import threading
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
-from typing import TypeVar
+from functools import partial
+from types import TracebackType
+from typing import Any, Protocol, TypeVar
 
 from prefect import task, unmapped
 from prefect.cache_policies import NO_CACHE
@@ -36,11 +38,11 @@ from prefect.cache_policies import NO_CACHE
 from dueflow.tasks import progress
 from dueflow.tasks.adapters import db
 from dueflow.tasks.adapters.db import Database
-from dueflow.tasks.adapters.mail import BreakerOpen, MailConfig, ServerBreaker, Transport, open_transport
+from dueflow.tasks.adapters.mail import BreakerOpen, MailConfig, ServerBreaker, open_transport
 from dueflow.tasks.core.addresses import Mailbox
 from dueflow.tasks.core.defaults import SMTP_MAX_CONNECTION_FAILURES
 from dueflow.tasks.core.message import OutgoingEmail
-from dueflow.tasks.core.statuses import MailFault, RowStatus, SendStatus
+from dueflow.tasks.core.statuses import MailFault, RowStatus, SendResult, SendStatus
 
 MAX_BATCH = 200
 GROUP_MAX = 20  # emails claimed, and outcomes recorded, per ledger transaction
@@ -51,6 +53,37 @@ LEDGER_RETRY_SECONDS = 5.0  # no new try after this long
 # Set on an interrupt (the CLI's SIGINT handler): no new email is handed to SMTP after it.
 STOP = threading.Event()
 T = TypeVar("T")
+
+
+class DeliveryLedger(Protocol):
+    """The ledger as a delivery uses it: db.SqlLedger over the database; an in-memory fake
+    in the unit tests (tests/helpers/fakes.py)."""
+
+    def settle(self, token: str, as_of: date, outcomes: Sequence[Mapping[str, Any]] = (),
+               release: Sequence[str] = (), claim: Sequence[str] = ()) -> list[OutgoingEmail]:
+        """Record outcomes, release claims and claim the next group in one transaction;
+        the messages of the keys claimed (db.settle)."""
+        ...
+
+    def statuses(self, keys: Sequence[str]) -> dict[str, str]:
+        """The ledger status of each of these keys it holds."""
+        ...
+
+    def claims(self, keys: Sequence[str]) -> dict[str, str]:
+        """Per key: 'unclaimed', 'claimed' (pending) or its settled status (db.claimed_keys)."""
+        ...
+
+
+class MailTransport(Protocol):
+    """What a delivery sends through: adapters/mail.py's SMTP and file transports; an
+    in-memory fake in the unit tests."""
+
+    def send(self, email: OutgoingEmail) -> SendResult: ...
+
+    def __enter__(self) -> MailTransport: ...
+
+    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
+                 traceback: TracebackType | None) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -163,9 +196,10 @@ def _group_size(seconds_per_email: float | None) -> int:
 class _Batch:
     """One execution of one batch: its claim token, and what it did with each key."""
 
-    def __init__(self, items: Sequence[Recipient], settings: DeliverySettings) -> None:
+    def __init__(self, items: Sequence[Recipient], settings: DeliverySettings,
+                 ledger: DeliveryLedger) -> None:
         self.settings = settings
-        self.engine = settings.database.engine
+        self.ledger = ledger
         self.token = uuid.uuid4().hex  # a second execution of the batch has its own
         self.recipients = {item.key: item.recipient for item in items}
         self.results: dict[str, Delivery] = {}
@@ -186,8 +220,8 @@ class _Batch:
 
     def settle(self, release: Sequence[str] = (), claim: Sequence[str] = ()) -> list[OutgoingEmail]:
         """Record the unrecorded outcomes, release and claim, in one transaction."""
-        claimed = _with_ledger(lambda: db.settle(self.engine, self.token, self.settings.as_of,
-                                                 self.unrecorded, release, claim))
+        claimed = _with_ledger(lambda: self.ledger.settle(self.token, self.settings.as_of,
+                                                          self.unrecorded, release, claim))
         self.unrecorded = []
         return claimed
 
@@ -198,7 +232,7 @@ class _Batch:
                       f" not record it ({lost}): it stays pending")
         self.unrecorded = []
 
-    def send(self, transport: Transport, email: OutgoingEmail) -> None:
+    def send(self, transport: MailTransport, email: OutgoingEmail) -> None:
         # Everything the outcome needs is computed before the hand-over: once SMTP has
         # answered, only building its ledger row is left, which cannot fail (issue 25).
         retry_after = retry_time(datetime.now(UTC), self.settings.retry_backoff)
@@ -208,11 +242,12 @@ class _Batch:
         with contextlib.suppress(Exception):  # a broken terminal must not stop a delivery
             progress.advance()  # the terminal's progress line, when the CLI shows one
 
-    def run(self) -> list[Delivery]:
+    def run(self, transport: MailTransport) -> list[Delivery]:
+        """Claim, send and settle group by group through `transport` (entered here)."""
         keys = list(self.recipients)
         position, pace = 0, None
         interrupted = None
-        with open_transport(self.settings.mail, self.settings.sender, self.breaker) as transport:
+        with transport:
             while position < len(keys) and not self.stopped():
                 group = keys[position:position + _group_size(pace)]
                 try:
@@ -253,7 +288,7 @@ class _Batch:
             self.results.setdefault(key, Delivery(key, self.recipients[key], RowStatus.NOT_SENT, unreached))
         return self.report(keys)
 
-    def send_or_settle(self, transport: Transport, email: OutgoingEmail,
+    def send_or_settle(self, transport: MailTransport, email: OutgoingEmail,
                        rest: Sequence[OutgoingEmail]) -> None:
         """Send one email; on an unexpected error, record what is known and re-raise."""
         try:
@@ -273,7 +308,7 @@ class _Batch:
         others = [key for key in keys if key not in self.results]
         if others:
             try:
-                statuses = db.ledger_status(self.engine, others)
+                statuses = self.ledger.statuses(others)
             except Exception:
                 statuses = {}
             for key in others:
@@ -290,7 +325,8 @@ _OTHERS = {"sent": RowStatus.ALREADY_HANDLED, "adopted": RowStatus.ALREADY_HANDL
 @task(name="deliver-batch", cache_policy=NO_CACHE)
 def deliver_batch(items: Sequence[Recipient], settings: DeliverySettings) -> list[Delivery]:
     """Claim, send and record the batch's keys group by group (see the module's doc)."""
-    return _Batch(items, settings).run()
+    batch = _Batch(items, settings, db.SqlLedger(settings.database.engine))
+    return batch.run(open_transport(settings.mail, settings.sender, batch.breaker))
 
 
 def batches(items: Sequence[Recipient], workers: int) -> list[list[Recipient]]:
@@ -305,11 +341,18 @@ def deliver(items: Sequence[Recipient], settings: DeliverySettings, workers: int
     """Map `deliver_batch` over the batches on the flow's bounded task runner; then one
     second pass over what a batch could not reach because the ledger was unavailable."""
     progress.expect(len(items))
-    deliveries = _map(items, settings, workers)
+    return with_second_pass(items, settings, partial(_map, settings=settings, workers=workers))
+
+
+def with_second_pass(items: Sequence[Recipient], settings: DeliverySettings,
+                     send: Callable[[Sequence[Recipient]], list[Delivery]]) -> list[Delivery]:
+    """`send` the items; then once more the ones a batch could not reach because the
+    ledger was unavailable (unless the night was stopped or its breaker opened)."""
+    deliveries = send(items)
     retry = [Recipient(d.key, d.recipient) for d in deliveries
              if d.status == RowStatus.NOT_SENT and d.ledger_unavailable]
     if retry and not STOP.is_set() and not breaker_of(settings).open:
-        again = {d.key: d for d in _map(retry, settings, workers)}
+        again = {d.key: d for d in send(retry)}
         deliveries = [again.get(d.key, d) for d in deliveries]
     return deliveries
 
@@ -331,7 +374,7 @@ def _after_a_crash(batch: Sequence[Recipient], settings: DeliverySettings,
     """A batch died: what the ledger says of each of its keys. A row it never claimed was
     surely not sent (a later run sends it); a claimed one stays pending, in doubt."""
     try:
-        claimed = db.claimed_keys(settings.database.engine, [item.key for item in batch])
+        claimed = db.SqlLedger(settings.database.engine).claims([item.key for item in batch])
     except Exception:
         claimed = None
     out = []

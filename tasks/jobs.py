@@ -45,7 +45,7 @@ from dueflow.tasks.core.decide import (
 from dueflow.tasks.core.defaults import DELIVERY_WORKERS
 from dueflow.tasks.core.frames import pd
 from dueflow.tasks.core.invoice_pdf import PdfTemplate
-from dueflow.tasks.core.keys import CLIENT_STEPS, Job
+from dueflow.tasks.core.keys import CLIENT_STEPS, Job, parse_keys
 from dueflow.tasks.core.llm_guard import DRAFTED_STEPS, reminders, template_draft
 from dueflow.tasks.core.message import OutgoingEmail
 from dueflow.tasks.core.money import amounts_from_minor
@@ -398,7 +398,8 @@ def send_unsent(ctx: RunContext) -> pd.DataFrame:
                                    ctx.params.retry_max_attempts))
     withdrawn = db.withdraw_unsent(ctx.database, ctx.as_of)
     unsent = db.unsent_rows(ctx.database.engine)
-    of_job = {key: key.split("/", 1)[0] for key in [*withdrawn, *unrendered]} | dict(
+    settled = pd.Series([*withdrawn, *unrendered], dtype=object)
+    of_job = dict(zip(settled, parse_keys(settled)["job"], strict=True)) | dict(
         zip(unsent["key"], unsent["job"], strict=True))
     rows = [key_rows(pd.Series([of_job[k] for k in withdrawn], dtype=object),
                      pd.DataFrame({"key": withdrawn, "recipient": pd.NA}), RowStatus.NO_LONGER_DUE,

@@ -1,5 +1,7 @@
 """dueflow's tests: unit/ (pure, seconds), integration/ (one real part each), e2e/ (flows,
-processes, servers). Helpers shared by the layers live beside this file."""
+processes, servers). Helpers shared by the layers live in helpers/: the local servers (SMTP,
+OpenAI-compatible HTTP, IMAP), the in-memory fakes of the unit layer, row factories, the
+row-by-row reference of the rules (hostile) and other oracles."""
 
 from __future__ import annotations
 

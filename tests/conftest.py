@@ -38,7 +38,7 @@ from hypothesis import settings as hypothesis_settings
 from sqlalchemy import create_engine, text
 
 from dueflow.tasks.adapters import db
-from tests.smtp_server import SmtpSink
+from tests.helpers.smtp_server import SmtpSink
 
 # No per-example deadline: the machines that run the suite are shared and a slow second
 # is not a bug; the properties are what the tests hold.
@@ -195,7 +195,7 @@ class CliResult:
 def dueflow_cli(monkeypatch, capsys, prefect_server, tmp_path) -> Callable[..., CliResult]:
     """The `dueflow` command run in this process (`main(argv)`), as an operator's shell
     would run it: the environment given, nothing else of DUEFLOW_*, in `cwd`. For what a
-    process boundary does not change; signals and races use real processes (tests/runs.py)."""
+    process boundary does not change; signals and races use real processes (tests/helpers/runs.py)."""
     from dueflow.flows.cli import main
 
     def run(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> CliResult:
@@ -226,8 +226,8 @@ def prefect_server_process(tmp_path_factory) -> Iterator[tuple[str, dict[str, st
 
     import httpx
 
-    from tests.factories import wait_for
-    from tests.smtp_server import free_port
+    from tests.helpers.concurrency import wait_for
+    from tests.helpers.smtp_server import free_port
 
     home = tmp_path_factory.mktemp("prefect-server")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "DUEFLOW_"))}

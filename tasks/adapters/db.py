@@ -146,18 +146,32 @@ def _configure_sqlite(engine: Engine, lock_timeout: float) -> None:
         connection.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
 
 
+# SQLSTATEs of a session the server ended (57P01 admin shutdown: pg_terminate_backend, a
+# restart; 57P02 crash shutdown; 57P03 cannot connect now) and class 08, connection exceptions.
+_SESSION_ENDED = ("57P01", "57P02", "57P03")
+
+
 def transient(exc: BaseException) -> bool:
     """A database error that another attempt may not meet: the connection was lost (the
-    server restarted, a session was terminated) or SQLite's write lock was busy."""
+    server restarted, a session was terminated) or SQLite's write lock was busy. Read from
+    the driver's error codes, never its message."""
+    import sqlite3
+
     if not isinstance(exc, DBAPIError):
         return False
     if exc.connection_invalidated:
         return True
-    message = str(exc.orig).lower()
-    return any(part in message for part in (
-        "database is locked", "server closed the connection", "terminating connection",
-        "connection already closed", "could not connect", "connection refused", "ssl syscall",
-        "connection timed out", "no connection to the server"))
+    orig = exc.orig
+    if isinstance(orig, sqlite3.OperationalError):
+        return orig.sqlite_errorcode & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+    import psycopg2
+
+    if isinstance(orig, psycopg2.InterfaceError):  # the connection was already closed
+        return True
+    if isinstance(orig, psycopg2.OperationalError):
+        code = orig.pgcode  # None: libpq's own failure to reach or keep the server
+        return code is None or code.startswith("08") or code in _SESSION_ENDED
+    return False
 
 
 @contextmanager
@@ -192,6 +206,11 @@ class LedgerVersion:
     @property
     def behind(self) -> bool:
         return self.current != self.head
+
+    @property
+    def newer(self) -> bool:
+        """Made by a later dueflow: a revision this one does not know."""
+        return self.current is not None and self.behind and not known_revision(self.current)
 
 
 def _heads() -> str:
@@ -556,6 +575,24 @@ def settle(
     return [claimed[key] for key in claim if key in claimed]
 
 
+@dataclass(frozen=True)
+class SqlLedger:
+    """The ledger's delivery statements on one engine: what a delivery batch uses
+    (tasks/deliver.py, DeliveryLedger)."""
+
+    engine: Engine
+
+    def settle(self, token: str, as_of: date, outcomes: Sequence[Mapping[str, Any]] = (),
+               release: Sequence[str] = (), claim: Sequence[str] = ()) -> list[OutgoingEmail]:
+        return settle(self.engine, token, as_of, outcomes, release, claim)
+
+    def statuses(self, keys: Sequence[str]) -> dict[str, str]:
+        return ledger_status(self.engine, keys)
+
+    def claims(self, keys: Sequence[str]) -> dict[str, str]:
+        return claimed_keys(self.engine, keys)
+
+
 def ledger_states(engine: Engine, keys: Sequence[str]) -> pd.DataFrame:
     """key, status and sending_at of each of these keys that is in the ledger."""
     if not keys:
@@ -681,7 +718,7 @@ def ledger_problems(engine: Engine) -> list[str]:
         return ["the ledger was made by an earlier dueflow: run `dueflow init-db` to upgrade it in place"
                 " (its rows are kept)" if has_ledger(engine) else
                 "dueflow's tables (the ledger) are not in this database: run `dueflow init-db`"]
-    if not known_revision(version.current):
+    if version.newer:
         return [f"the ledger is at version {version.current}, newer than this dueflow ({version.head}):"
                 " install the dueflow that upgraded it"]
     return [f"the ledger is at version {version.current}, this dueflow needs {version.head}: run"

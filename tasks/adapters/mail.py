@@ -276,15 +276,16 @@ class SmtpTransport(Transport):
             raise
         return conn
 
-    def handshake(self) -> str:
+    def handshake(self) -> tuple[int, str]:
         """Connect, EHLO, STARTTLS and log in exactly as a send does, then offer the sender
         (MAIL FROM) and take it back (RSET): no message is sent (`dueflow check`). Returns
-        the server's reply to MAIL FROM; raises what connecting or logging in raises."""
+        the server's reply to MAIL FROM, its code and its text; raises what connecting or
+        logging in raises."""
         conn = self._connect()
         try:
             code, reply = conn.mail(getattr(self.sender, "envelope_address", self.sender.address))
             conn.rset()
-            return _smtp_text(code, reply)
+            return code, _smtp_text(code, reply)
         finally:
             with contextlib.suppress(smtplib.SMTPException, OSError):
                 conn.quit()

@@ -21,7 +21,6 @@ SMTP_CONNECT_TIMEOUT = 10.0  # seconds for the TCP connection, the greeting, EHL
 SMTP_REPLY_TIMEOUT = 60.0  # seconds for each later reply (MAIL, RCPT, DATA, end of DATA)
 SMTP_MAX_CONNECTION_FAILURES = 3  # in a row: delivery stops for the night
 DB_LOCK_TIMEOUT = 60.0  # seconds to wait for a SQLite file another process writes to
-SCHEDULE_CRON = "0 6 * * *"
 # Bytes of a bounce report that are read (docs/bounces.md): the delivery status and the
 # quoted headers come first; the rest of an enormous report is never held.
 MAX_REPORT_BYTES = 1_000_000

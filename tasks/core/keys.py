@@ -96,6 +96,35 @@ def parse_key(key: str) -> ParsedKey:
     raise ValueError(f"not a dueflow key: {key[:80]!r}")
 
 
+_PARTS = re.compile(  # parse_key's reading, for pandas' str.extract (named groups)
+    r"(?s)\A(?:renewal/(?P<renewal_id>.+)/(?P<cycle>\d{4}-\d{2}-\d{2})/(?P<lead>\d+)d"
+    r"|dunning/(?P<dunning_id>.+)/(?P<step>" + "|".join(DUNNING_STEPS) + r"))\Z")
+
+
+def parse_keys(keys: pd.Series) -> pd.DataFrame:
+    """`parse_key` over a column, without a loop: job, subject_id, cycle, step, step_rank
+    for each key (all NA where a key is not one `renewal_key`/`dunning_key` can make)."""
+    parts = keys.astype("string").str.extract(_PARTS)
+    renewal = parts["renewal_id"].notna()
+    dunning = parts["dunning_id"].notna()
+    job = pd.Series(pd.NA, index=keys.index, dtype="string")
+    job[renewal], job[dunning] = Job.RENEWAL.value, Job.DUNNING.value
+    ranks = {step.value: step.rank for step in DUNNING_STEPS}
+    return pd.DataFrame({
+        "job": job,
+        "subject_id": parts["renewal_id"].fillna(parts["dunning_id"]),
+        "cycle": parts["cycle"].where(renewal, pd.NA).mask(dunning, ""),
+        "step": (parts["lead"] + "d").fillna(parts["step"]),
+        "step_rank": pd.to_numeric(parts["lead"]).fillna(parts["step"].map(ranks)).astype("Int64"),
+    }, index=keys.index)
+
+
+def source_row_keys(source: str, ids: pd.Series) -> pd.Series:
+    """How a source row is named where it has no idempotency key (a quarantined row):
+    `{source}/{id}`, e.g. contracts/C-1."""
+    return f"{source}/" + ids
+
+
 # Characters no id may hold: C0/C1 controls (CR, LF, NUL, TAB …), the Unicode line and
 # paragraph separators, and lone surrogates (how invalid UTF-8 arrives from SQLite).
 _UNSAFE_ID = r"[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]"

@@ -142,11 +142,6 @@ def render_paragraph(step: str, locale: str) -> str:
     return _environment(None).get_template(f"paragraph.{step}.{locale}.txt").render().strip()
 
 
-def format_date(day: date | None, locale: str) -> str:
-    """A date in the emails' one style (kept for callers of the earlier API)."""
-    return long_date(None if day is None or pd.isna(day) else day, locale)
-
-
 # --------------------------------------------------------------------------- contexts
 
 

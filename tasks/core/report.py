@@ -10,6 +10,7 @@ from datetime import date
 from typing import Any
 
 from dueflow.tasks.core.frames import pd
+from dueflow.tasks.core.keys import DunningStep, parse_keys
 from dueflow.tasks.core.statuses import ATTENTION_ORDER, NEEDS_ATTENTION, RowStatus
 
 ROW_COLUMNS = ("job", "key", "recipient", "status", "detail", "retry")
@@ -270,7 +271,8 @@ WHAT_TO_DO = {
 def escalations(summary: RunSummary) -> int:
     """Escalations this run sent: each asks a colleague to act."""
     rows = summary.rows
-    return int((rows["key"].astype(str).str.endswith("/OVERDUE") & (rows["status"] == RowStatus.SENT)).sum())
+    overdue = parse_keys(rows["key"])["step"] == DunningStep.OVERDUE
+    return int((overdue.fillna(False) & (rows["status"] == RowStatus.SENT)).sum())
 
 
 def needs_person(summary: RunSummary) -> bool:

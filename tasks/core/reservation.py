@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from dueflow.tasks.core.decide import Decision, most_urgent_first
 from dueflow.tasks.core.frames import pd
+from dueflow.tasks.core.keys import source_row_keys
 from dueflow.tasks.core.report import concat_rows, key_rows
 from dueflow.tasks.core.statuses import LedgerStatus, RowStatus
 
@@ -60,8 +61,8 @@ def plan_reservation(job: str, source: str, decision: Decision, open_keys: Mappi
     `already_in_ledger(decision)` that are still open (pending, failed); `source`: the
     source table, quarantined rows are reported as SOURCE/ID."""
     bad = decision.quarantined
-    rows = [key_rows(job, pd.DataFrame({"key": f"{source}/" + bad["source_id"], "recipient": pd.NA}),
-                     RowStatus.QUARANTINED, bad["reason"].tolist()),
+    named = pd.DataFrame({"key": source_row_keys(source, bad["source_id"]), "recipient": pd.NA})
+    rows = [key_rows(job, named, RowStatus.QUARANTINED, bad["reason"].tolist()),
             _handled_rows(job, already_in_ledger(decision), open_keys)]
     candidates = decision.to_reserve
     if send_cap is not None and len(candidates) > send_cap:

@@ -17,7 +17,7 @@ from pydantic import SecretStr
 from dueflow.blocks.prefect_blocks import DueflowDatabase
 from dueflow.flows.nightly_alerts import nightly_alerts
 from dueflow.tasks.adapters import db
-from tests.factories import contract, insert
+from tests.helpers.factories import contract, insert
 
 AS_OF = date(2027, 1, 1)
 ROOT = Path(__file__).resolve().parents[2]

@@ -15,8 +15,8 @@ from dueflow.flows.bounces import ingest_bounces
 from dueflow.flows.nightly_alerts import nightly_alerts
 from dueflow.tasks.adapters import db
 from dueflow.tasks.core.report import markdown
-from tests import bounce_reports as br
-from tests.factories import client, insert, invoice
+from tests.helpers import bounce_reports as br
+from tests.helpers.factories import client, insert, invoice
 
 DAY0 = date(2027, 1, 4)
 KEY = "dunning/inv-b/REMINDED_1"

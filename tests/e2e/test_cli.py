@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.smtp_server import free_port
+from tests.helpers.smtp_server import free_port
 
 
 def dueflow(*args: str, cwd: Path, env: dict[str, str] | None = None, timeout: int = 120):

@@ -22,8 +22,9 @@ import pytest
 from sqlalchemy import text
 
 from dueflow.tasks.adapters import db
-from tests.factories import client, contract, insert, invoice, wait_for
-from tests.smtp_server import SmtpSink
+from tests.helpers.concurrency import wait_for
+from tests.helpers.factories import client, contract, insert, invoice
+from tests.helpers.smtp_server import SmtpSink
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent

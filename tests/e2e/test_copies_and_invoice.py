@@ -25,7 +25,7 @@ from sqlalchemy import text
 
 from dueflow.flows.nightly_alerts import nightly_alerts
 from dueflow.tasks.adapters import db
-from tests.factories import client, contract, insert, invoice
+from tests.helpers.factories import client, contract, insert, invoice
 
 AS_OF = date(2027, 3, 1)
 SENT = (AS_OF - timedelta(days=8)).isoformat() + "T09:00:00+00:00"  # REMINDED_1 is due

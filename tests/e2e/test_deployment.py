@@ -13,7 +13,8 @@ import httpx
 import pytest
 
 from dueflow.tasks.adapters import db
-from tests.factories import contract, insert, wait_for
+from tests.helpers.concurrency import wait_for
+from tests.helpers.factories import contract, insert
 
 ROOT = Path(__file__).resolve().parents[2]
 PREFECT = str(Path(sys.executable).parent / "prefect")

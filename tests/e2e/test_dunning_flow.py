@@ -11,7 +11,8 @@ from sqlalchemy import text
 from dueflow.flows.nightly_alerts import nightly_alerts
 from dueflow.tasks.adapters import db
 from dueflow.tasks.core.decide import due_dunning_steps
-from tests.factories import client, insert, invoice, mark_paid, race, sourced
+from tests.helpers.concurrency import race
+from tests.helpers.factories import client, insert, invoice, mark_paid, sourced
 
 DAY0 = date(2027, 1, 4)
 

@@ -22,7 +22,7 @@ from dueflow.flows.nightly_alerts import nightly_alerts
 from dueflow.tasks.adapters import db
 from dueflow.tasks.core.addresses import Mailbox
 from dueflow.tasks.core.render import EmailLook, compose_dunning_emails, compose_renewal_alerts
-from tests.factories import client, contract, insert, invoice
+from tests.helpers.factories import client, contract, insert, invoice
 
 AS_OF = date(2027, 3, 1)
 COMPANY = {

@@ -16,8 +16,9 @@ from dueflow.tasks.core.addresses import Mailbox
 from dueflow.tasks.core.message import OutgoingEmail, message_id_for
 from dueflow.tasks.deliver import DeliverySettings, Recipient, deliver_batch
 from dueflow.tasks.jobs import DunningJob, RenewalJob, retry_failed
-from tests.factories import client, contract, insert, invoice, race, sourced
-from tests.smtp_server import free_port
+from tests.helpers.concurrency import race
+from tests.helpers.factories import client, contract, insert, invoice, sourced
+from tests.helpers.smtp_server import free_port
 
 SENDER = Mailbox("alerts@dueflow.test")
 

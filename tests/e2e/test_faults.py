@@ -19,8 +19,8 @@ from dueflow.flows.nightly_alerts import DELIVERY_WORKERS, nightly_alerts
 from dueflow.tasks.adapters import db
 from dueflow.tasks.deliver import GROUP_MAX
 from tests.conftest import PG_URL
-from tests.factories import client, contract, insert, invoice, sourced
-from tests.runs import AS_OF, due_contracts, hold_write_lock, ledger_by_claim, start
+from tests.helpers.factories import client, contract, insert, invoice, sourced
+from tests.helpers.runs import AS_OF, due_contracts, hold_write_lock, ledger_by_claim, start
 
 
 def terminate_dueflow_sessions(url: str) -> int:

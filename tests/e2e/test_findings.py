@@ -14,8 +14,8 @@ import pytest
 from dueflow.flows.nightly_alerts import nightly_alerts
 from dueflow.tasks.adapters import db
 from dueflow.tasks.core.message import HEADER_NAMES
-from tests.factories import client, contract, insert, invoice, sourced, without_keys
-from tests.runs import AS_OF, due_contracts, hold_write_lock
+from tests.helpers.factories import client, contract, insert, invoice, sourced, without_keys
+from tests.helpers.runs import AS_OF, due_contracts, hold_write_lock
 
 RENEWAL = AS_OF + timedelta(days=30)
 

@@ -34,8 +34,8 @@ from dueflow.tasks.adapters import db
 from dueflow.tasks.forecast import forecast
 from tests import examples
 from tests.conftest import pg_schema
-from tests.factories import client, contract, insert, invoice, without_keys
-from tests.openai_server import openai_stub
+from tests.helpers.factories import client, contract, insert, invoice, without_keys
+from tests.helpers.openai_server import openai_stub
 
 START = date(2027, 3, 1)
 NIGHTS = settings(max_examples=examples(4), deadline=None,

@@ -28,10 +28,11 @@ from dueflow.tasks.core.decide import business_dates, due_dunning_steps
 from dueflow.tasks.core.keys import dunning_key, printable_id, renewal_key
 from dueflow.tasks.core.message import HEADER_NAMES
 from dueflow.tasks.jobs import DunningJob
-from tests import examples, factories, hostile
+from tests import examples
 from tests.conftest import PG_URL, require_pg
-from tests.factories import OWN_TABLES, OWN_TYPES, sourced
-from tests.smtp_server import SmtpSink
+from tests.helpers import factories, hostile
+from tests.helpers.factories import OWN_TABLES, OWN_TYPES, sourced
+from tests.helpers.smtp_server import SmtpSink
 
 CONTRACTS = ("id", "vendor", "title", "amount", "currency", "renewal_date", "notify_email", "status")
 CLIENTS = ("id", "name", "email", "locale", "notes", "dunning_paused")

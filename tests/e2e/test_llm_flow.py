@@ -10,8 +10,8 @@ import pytest
 
 from dueflow.flows.nightly_alerts import nightly_alerts
 from dueflow.tasks.adapters import db
-from tests.factories import client, insert, invoice
-from tests.openai_server import openai_stub
+from tests.helpers.factories import client, insert, invoice
+from tests.helpers.openai_server import openai_stub
 
 DAY0 = date(2027, 1, 4)
 PARAGRAPH = ("Thank you for being a loyal customer; we know that things get busy and an invoice "

@@ -21,8 +21,8 @@ from dueflow.flows.nightly_alerts import nightly_alerts
 from dueflow.tasks.adapters import db
 from dueflow.tasks.core.llm_guard import template_paragraph
 from dueflow.tasks.core.tone import normalise
-from tests.factories import client, insert, invoice
-from tests.openai_server import openai_stub
+from tests.helpers.factories import client, insert, invoice
+from tests.helpers.openai_server import openai_stub
 
 DAY0 = date(2027, 1, 4)
 DELAYS = [7, 1, 7]  # the second reminder the day after the first: two steps in two nights

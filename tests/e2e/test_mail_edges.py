@@ -16,8 +16,8 @@ from dueflow.tasks.adapters import db
 from dueflow.tasks.core.defaults import DELIVERY_WORKERS
 from dueflow.tasks.deliver import LATEST_RETRY, Recipient, deliver_batch, retry_time
 from tests.e2e.test_failures import AS_OF, RENEWAL, delivery_settings, key, reserved, statuses
-from tests.factories import contract, insert
-from tests.smtp_server import SmtpSink
+from tests.helpers.factories import contract, insert
+from tests.helpers.smtp_server import SmtpSink
 
 
 def test_a_huge_backoff_never_turns_a_delivered_email_into_pending(db_url, smtp_sink):

@@ -11,7 +11,7 @@ from dueflow.flows.nightly_alerts import nightly_alerts
 from dueflow.tasks.adapters import db
 from dueflow.tasks.core.addresses import Mailbox
 from dueflow.tasks.core.message import message_id_for
-from tests.factories import contract, insert
+from tests.helpers.factories import contract, insert
 
 START = date(2027, 1, 1)
 LEADS = [60, 30, 15]

@@ -15,9 +15,15 @@ from pathlib import Path
 
 import httpx
 
-from tests.factories import wait_for
-from tests.runs import AS_OF, ROOT, assert_stopped_mid_delivery_then_rerun, due_contracts, ledger_by_claim
-from tests.smtp_server import free_port
+from tests.helpers.concurrency import wait_for
+from tests.helpers.runs import (
+    AS_OF,
+    ROOT,
+    assert_stopped_mid_delivery_then_rerun,
+    due_contracts,
+    ledger_by_claim,
+)
+from tests.helpers.smtp_server import free_port
 
 
 def base_env(tmp_path: Path) -> dict[str, str]:

@@ -21,8 +21,9 @@ import httpx
 import pytest
 
 from dueflow.tasks.adapters import db
-from tests.factories import client, contract, insert, invoice, wait_for
-from tests.smtp_server import SmtpSink
+from tests.helpers.concurrency import wait_for
+from tests.helpers.factories import client, contract, insert, invoice
+from tests.helpers.smtp_server import SmtpSink
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent

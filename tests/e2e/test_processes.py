@@ -9,8 +9,8 @@ import time
 import pytest
 
 from dueflow.tasks.adapters import db
-from tests.factories import wait_for
-from tests.runs import AS_OF, assert_stopped_mid_delivery_then_rerun, due_contracts, start
+from tests.helpers.concurrency import wait_for
+from tests.helpers.runs import AS_OF, assert_stopped_mid_delivery_then_rerun, due_contracts, start
 
 
 def test_sigkill_mid_delivery_loses_nothing_and_sends_nothing_twice(cli_env, db_url, smtp_sink,

@@ -17,8 +17,8 @@ from dueflow.flows.nightly_alerts import nightly_alerts
 from dueflow.tasks.adapters import db
 from dueflow.tasks.core.report import RunSummary
 from tests import examples
-from tests.factories import client, contract, insert, invoice
-from tests.runs import AS_OF
+from tests.helpers.factories import client, contract, insert, invoice
+from tests.helpers.runs import AS_OF
 
 RENEWAL = AS_OF + timedelta(days=30)
 

@@ -21,7 +21,7 @@ import pytest
 
 from dueflow.tasks.adapters import db
 from dueflow.tasks.progress import DeliveryProgress
-from tests.factories import contract, insert
+from tests.helpers.factories import contract, insert
 
 ROOT = Path(__file__).resolve().parents[2]
 AS_OF = date(2027, 1, 1)

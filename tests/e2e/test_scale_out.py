@@ -43,8 +43,9 @@ from sqlalchemy import text
 from dueflow.flows.nightly_alerts import nightly_alerts
 from dueflow.tasks.adapters import db
 from dueflow.tasks.core.report import RunSummary
-from tests.factories import contract, insert, wait_for
-from tests.smtp_server import SmtpSink, _Handler
+from tests.helpers.concurrency import wait_for
+from tests.helpers.factories import contract, insert
+from tests.helpers.smtp_server import SmtpSink, _Handler
 
 ROOT = Path(__file__).resolve().parents[2]
 PREFECT = str(Path(sys.executable).parent / "prefect")

@@ -7,7 +7,7 @@ from datetime import date, timedelta
 
 from dueflow.flows.nightly_alerts import nightly_alerts
 from dueflow.tasks.adapters import db
-from tests.factories import contract, insert
+from tests.helpers.factories import contract, insert
 
 AS_OF = date(2027, 1, 1)
 

@@ -17,8 +17,8 @@ from dueflow.blocks.settings import ConfigError, Settings, redact_url
 from dueflow.blocks.urls import mask_url, read_url
 from dueflow.tasks.adapters import db
 from tests import examples
-from tests.factories import contract, insert
-from tests.smtp_server import SmtpSink
+from tests.helpers.factories import contract, insert
+from tests.helpers.smtp_server import SmtpSink
 
 AS_OF = date(2027, 1, 1)
 # Fixed ends around any printable core: a leak of the password's first or last part shows

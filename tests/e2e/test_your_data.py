@@ -14,7 +14,7 @@ from sqlalchemy import create_engine, text
 
 from dueflow.tasks.adapters import db
 from tests.conftest import PG_URL, require_pg
-from tests.openai_server import openai_stub
+from tests.helpers.openai_server import openai_stub
 
 pytestmark = pytest.mark.pg
 

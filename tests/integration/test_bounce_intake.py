@@ -1,5 +1,5 @@
 """Bounce intake with real parts (docs/bounces.md): a real Dovecot IMAP server over TLS
-with a login (tests/imap_server.py) and a real Maildir and mbox, fed with reports as
+with a login (tests/helpers/imap_server.py) and a real Maildir and mbox, fed with reports as
 Postfix, Exim, Exchange Online and Gmail write them, and the awkward ones; on both
 databases. Faults: the IMAP connection dropped mid-fetch, the database lost mid-update."""
 
@@ -22,9 +22,9 @@ from dueflow.tasks.adapters import db
 from dueflow.tasks.adapters.mailbox import MailboxError, open_mailbox, parse_bounce_url
 from dueflow.tasks.core.addresses import Mailbox
 from dueflow.tasks.core.message import message_id_for
-from tests import bounce_reports as br
 from tests import examples
-from tests.imap_server import CuttingRelay, Dovecot, missing_reason
+from tests.helpers import bounce_reports as br
+from tests.helpers.imap_server import CuttingRelay, Dovecot, missing_reason
 
 SENDER = Mailbox("alerts@dueflow.test")
 KEYS = [f"dunning/inv-{i}/REMINDED_1" for i in range(1, 8)]

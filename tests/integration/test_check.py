@@ -12,8 +12,8 @@ import pytest
 from sqlalchemy import text
 
 from dueflow.tasks.adapters import db
-from tests.openai_server import OpenAIStub, openai_stub
-from tests.smtp_server import SmtpSink, free_port
+from tests.helpers.openai_server import OpenAIStub, openai_stub
+from tests.helpers.smtp_server import SmtpSink, free_port
 
 USER, PASSWORD = "alerts@corp.example", "s3cr=t:pw"
 QUOTED = "alerts%40corp.example:s3cr%3Dt%3Apw"

@@ -33,7 +33,7 @@ from dueflow.tasks.core.invoice_pdf import parse_pdf_template
 from dueflow.tasks.core.message import AttachmentChanged, OutgoingEmail, message_bytes, message_id_for
 from dueflow.tasks.core.statuses import SendStatus
 from tests import examples
-from tests.smtp_server import SmtpSink
+from tests.helpers.smtp_server import SmtpSink
 
 SENDER = Mailbox("ar@acme.example", "Acme Finance")
 PDF = b"%PDF-1.7\n" + os.urandom(3000) + b"\n%%EOF\n"

@@ -18,7 +18,7 @@ from dueflow.tasks.adapters import db
 from dueflow.tasks.adapters.sources import with_sources
 from tests import examples
 from tests.conftest import PG_URL, require_pg
-from tests.factories import sourced
+from tests.helpers.factories import sourced
 
 AS_OF = date(2027, 1, 10)
 # What each condition is asked about: the rows of `probe` (a candidate or a ledger row).

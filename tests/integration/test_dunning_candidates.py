@@ -24,7 +24,7 @@ from dueflow.tasks.core.decide import due_dunning_steps, dunning_may_be_due
 from dueflow.tasks.jobs import DunningJob
 from tests import examples
 from tests.conftest import PG_URL, require_pg
-from tests.factories import without_keys
+from tests.helpers.factories import without_keys
 
 AS_OF = date(2027, 1, 20)
 ids = st.sampled_from(["a", "b", "c", "d", "e", "f", None])

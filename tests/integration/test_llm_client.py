@@ -17,8 +17,8 @@ from dueflow.tasks.adapters.llm_client import draft_paragraphs
 from dueflow.tasks.core.llm_guard import OFF_NOTE, payment_history_frame, template_paragraph
 from dueflow.tasks.core.render import Draft
 from dueflow.tasks.core.report import drafts_frame, summarize
-from tests.factories import client, insert, invoice, sourced
-from tests.llm_rows import (
+from tests.helpers.factories import client, insert, invoice, sourced
+from tests.helpers.llm_rows import (
     GOOD,
     HISTORY,
     INJECTION,
@@ -33,7 +33,7 @@ from tests.llm_rows import (
     system_message,
     user_message,
 )
-from tests.openai_server import openai_stub
+from tests.helpers.openai_server import openai_stub
 
 __all__ = ["stub"]  # the fixture, used by name
 

@@ -11,7 +11,7 @@ from dueflow.blocks.settings import ConfigError, mail_url_from_credentials
 from dueflow.tasks.adapters.mail import open_transport, parse_mail_url
 from dueflow.tasks.core.addresses import parse_mailbox
 from dueflow.tasks.core.message import OutgoingEmail
-from tests.smtp_server import SmtpSink
+from tests.helpers.smtp_server import SmtpSink
 
 SENDER = parse_mailbox("alerts@corp.example", "DUEFLOW_MAIL_FROM")
 EMAIL = OutgoingEmail("renewal/c-1/2027-03-01/30d", "owner@example.com", "Renewal", "text\n",

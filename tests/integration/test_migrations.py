@@ -19,7 +19,7 @@ from dueflow.tasks.adapters import db
 from dueflow.tasks.core.addresses import Mailbox
 from dueflow.tasks.jobs import RenewalJob
 from tests.conftest import pg_schema
-from tests.factories import contract, insert, sourced
+from tests.helpers.factories import contract, insert, sourced
 
 OLD_SCHEMA = Path(__file__).parent.parent / "data" / "schema_196539c.sql"
 AS_OF = date(2027, 1, 10)

@@ -16,7 +16,8 @@ from sqlalchemy import text
 from dueflow.sql import statement
 from dueflow.tasks.adapters import db
 from tests import examples
-from tests.factories import race, sourced
+from tests.helpers.concurrency import race
+from tests.helpers.factories import sourced
 
 AS_OF = date(2027, 1, 1)
 CYCLE = "2027-02-15"

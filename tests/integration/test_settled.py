@@ -1,7 +1,7 @@
 """The quiet night's shortcut (sql/extract_contracts, sql/fragments/renewal_settled): rows the
 ledger already settles are not decided again. On random contracts and ledgers, on SQLite and
 PostgreSQL, the SQL must pick exactly the rows of the pure rule
-(tasks.core.decide.renewal_settled), and a night decided through the shortcut must reserve
+(tests/helpers/oracles.py, renewal_settled), and a night decided through the shortcut must reserve
 exactly what the full decision reserves, report as handled everything it reported as
 handled, and drop only quarantines of rows the ledger settles."""
 
@@ -21,16 +21,11 @@ from sqlalchemy import create_engine, text
 
 from dueflow.sql import statement, with_fragments
 from dueflow.tasks.adapters import db
-from dueflow.tasks.core.decide import (
-    due_renewal_alerts,
-    renewal_settled,
-    renewal_window,
-    settled_apart,
-    with_settled,
-)
+from dueflow.tasks.core.decide import due_renewal_alerts, renewal_window, settled_apart, with_settled
 from tests import examples
 from tests.conftest import PG_URL, require_pg
-from tests.factories import sourced, without_keys
+from tests.helpers.factories import sourced, without_keys
+from tests.helpers.oracles import renewal_settled
 
 AS_OF = date(2027, 1, 10)
 ids = st.sampled_from(["a", "b", "c", "d", "e", "f"])

@@ -28,7 +28,7 @@ from dueflow.tasks.core.sources import parse_mapping
 from dueflow.tasks.jobs import DunningJob, RenewalJob
 from tests import examples
 from tests.conftest import PG_URL, require_pg
-from tests.factories import without_keys
+from tests.helpers.factories import without_keys
 
 AS_OF = date(2027, 1, 10)
 LEADS = (15, 30, 60)

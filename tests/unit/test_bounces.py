@@ -24,8 +24,8 @@ from dueflow.tasks.core.bounces import (
 from dueflow.tasks.core.decide import due_dunning_steps
 from dueflow.tasks.core.message import message_id_for
 from dueflow.tasks.core.render import compose_dunning_emails
-from tests import bounce_reports as br
 from tests import examples
+from tests.helpers import bounce_reports as br
 from tests.unit.test_dunning_rule import CLIENTS, invoices_frame
 
 SENDER = Mailbox("alerts@dueflow.test")

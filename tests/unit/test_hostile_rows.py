@@ -15,7 +15,8 @@ from dueflow.tasks.core.decide import business_dates, due_dunning_steps, due_ren
 from dueflow.tasks.core.keys import id_problems, parse_key, printable_id
 from dueflow.tasks.core.message import HEADER_NAMES, OutgoingEmail, message_bytes
 from dueflow.tasks.core.render import compose_dunning_emails, compose_renewal_alerts
-from tests import examples, hostile
+from tests import examples
+from tests.helpers import hostile
 
 SENDER = Mailbox("alerts@corp.example", "Équipe Finanzas, S.A.")
 CONTRACT_COLUMNS = ["id", "vendor", "title", "amount", "currency", "renewal_date", "notify_email",

@@ -14,7 +14,7 @@ from dueflow.tasks.core.llm_guard import (
     template_paragraph,
     validate_paragraph,
 )
-from tests.llm_rows import (
+from tests.helpers.llm_rows import (
     GOOD,
     HISTORY,
     INJECTION,

@@ -17,6 +17,7 @@ from dueflow.tasks.core.keys import (
     dunning_key,
     id_problems,
     parse_key,
+    parse_keys,
     printable_id,
     renewal_key,
 )
@@ -110,6 +111,22 @@ def test_keys_are_read_back_into_the_parts_they_were_made_of(subject, day, lead,
     assert (dunning.job, dunning.subject_id, dunning.step, dunning.step_rank) == (
         "dunning", subject, step.value, step.rank)
     assert id_problems(pd.Series([subject])).isna().all()
+
+
+@settings(max_examples=examples(100), deadline=None)
+@given(keys=st.lists(ids.map(lambda subject: renewal_key(subject, date(2027, 1, 1), 30)) | ids.map(
+    lambda subject: dunning_key(subject, DunningStep.REMINDED_2)) | st.text(max_size=40), max_size=8))
+def test_keys_are_read_over_a_column_as_one_by_one(keys):
+    """parse_keys (vectorised) reads every key as parse_key does, and NA where it refuses one."""
+    parsed = parse_keys(pd.Series(keys, dtype=object))
+    for key, row in zip(keys, parsed.itertuples(index=False), strict=True):
+        try:
+            one = parse_key(key)
+        except ValueError:
+            assert pd.isna(row.job) and pd.isna(row.subject_id)
+            continue
+        assert (row.job, row.subject_id, row.cycle, row.step, row.step_rank) == (
+            one.job, one.subject_id, one.cycle, one.step, one.step_rank)
 
 
 @pytest.mark.parametrize(("value", "problem"), [

@@ -16,7 +16,7 @@ from dueflow.tasks.core import tone
 from dueflow.tasks.core.llm_guard import validate_paragraph
 from dueflow.tasks.core.tone import Rule, judge, normalise
 from dueflow.tasks.core.tone_words import CATEGORIES, PHRASES, STEP_PHRASES, VOCABULARY
-from tests.llm_rows import GOOD, SPANISH, facts
+from tests.helpers.llm_rows import GOOD, SPANISH, facts
 
 # The 18 paragraphs of issue 24 as the model wrote them to a new user's server. The first
 # nine reached the client before this guard (draft_source = llm); the other nine were

@@ -13,10 +13,10 @@ from pathlib import Path
 from dueflow.flows.nightly_alerts import DELIVERY_WORKERS
 from dueflow.tasks.adapters import db
 from dueflow.tasks.deliver import GROUP_MAX
-from tests.factories import contract, insert
+from tests.helpers.factories import contract, insert
 
 AS_OF = date(2027, 1, 1)
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def start(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.Popen:

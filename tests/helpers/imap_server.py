@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.smtp_server import free_port
+from tests.helpers.smtp_server import free_port
 
 DOVECOT = shutil.which("dovecot") or ("/usr/sbin/dovecot" if Path("/usr/sbin/dovecot").exists() else None)
 USER, PASSWORD = "bounces", "imap-s3cret-Pw"

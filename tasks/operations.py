@@ -1,0 +1,221 @@
+"""What the operator's commands do (docs/operations.md), as functions a notebook calls as
+well as the CLI: is the database ready for a run, create or upgrade the ledger, settle
+pending or bounced rows. The CLI (flows/cli.py) only parses arguments and prints what these
+return; a problem the operator can fix is one ConfigError line.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import date, timedelta
+from enum import StrEnum
+from pathlib import Path
+
+from sqlalchemy import Engine
+from sqlalchemy.exc import SQLAlchemyError
+
+from dueflow.blocks.settings import ConfigError, Settings, redact_url
+from dueflow.tasks.adapters import db
+from dueflow.tasks.core.frames import pd
+
+
+def engine_of(settings: Settings) -> Engine:
+    return db.engine_for(settings.database_url, settings.db_lock_timeout, settings.ledger_schema)
+
+
+def sqlite_file(settings: Settings) -> str | None:
+    """The SQLite file of the database (None for PostgreSQL or an in-memory database)."""
+    engine = engine_of(settings)
+    path = engine.url.database if engine.dialect.name == "sqlite" else None
+    return path if path and path != ":memory:" else None
+
+
+def sqlite_missing(settings: Settings) -> bool:
+    """A SQLite database whose file does not exist (connecting would create it)."""
+    path = sqlite_file(settings)
+    return bool(path and not Path(path).exists())
+
+
+def wait_for_sqlite(path: str, timeout: float, on_wait: Callable[[], None] = lambda: None) -> None:
+    """While another process holds the SQLite file's write lock, wait (`on_wait` is called
+    once, when the waiting starts); ConfigError when it is not released within `timeout`
+    seconds."""
+    deadline = time.monotonic() + timeout
+    said = False
+    while True:
+        conn = sqlite3.connect(path, timeout=min(1.0, timeout), isolation_level=None)
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute("ROLLBACK")
+            return
+        except sqlite3.OperationalError as exc:
+            if exc.sqlite_errorcode & 0xFF not in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+                return  # not a lock: the readiness check reports it
+            if time.monotonic() >= deadline:
+                raise ConfigError(f"the database file {path} is locked by another process (waited"
+                                  f" {timeout:g} s; DUEFLOW_DB_LOCK_TIMEOUT): nothing was done") from None
+            if not said:
+                on_wait()
+                said = True
+        finally:
+            conn.close()
+
+
+def reachable(settings: Settings, on_wait: Callable[[], None] = lambda: None) -> Engine:
+    """The engine of a database that exists and answers (a missing SQLite file is not
+    created by looking at it)."""
+    engine = engine_of(settings)
+    if sqlite_missing(settings):
+        raise ConfigError(f"the database file {sqlite_file(settings)} does not exist: run `dueflow init-db`"
+                          " first")
+    if path := sqlite_file(settings):
+        wait_for_sqlite(path, settings.db_lock_timeout, on_wait)
+    try:
+        with engine.connect():
+            pass
+    except SQLAlchemyError as exc:
+        reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
+        where = redact_url(settings.database_url)
+        raise ConfigError(f"cannot reach the database {where}: {reason}") from None
+    return engine
+
+
+def check_ready(settings: Settings, sources: bool = True, writes: bool = False,
+                on_wait: Callable[[], None] = lambda: None) -> None:
+    """Fail fast, before any write, on a bad mail URL, an unreachable database, a ledger
+    that is missing or behind, sources dueflow cannot read, and (`writes`) a night whose
+    statements do not plan or whose user cannot write dueflow's tables."""
+    from dueflow.tasks.adapters.mail import parse_mail_url
+
+    parse_mail_url(settings.mail_url)
+    reachable(settings, on_wait)
+    try:
+        database = db.open_database(settings, sources=sources)
+        if writes:
+            db.preflight(database)
+    except ConfigError as exc:
+        raise ConfigError(f"{exc} (database {redact_url(settings.database_url)})") from None
+
+
+@dataclass(frozen=True)
+class LedgerInit:
+    """What `init_ledger` did: the version before (None: no ledger) and after."""
+
+    before: db.LedgerVersion | None
+    after: db.LedgerVersion
+
+    @property
+    def created(self) -> bool:
+        return self.before is None
+
+    @property
+    def upgraded(self) -> bool:
+        return self.before is not None and self.before.current != self.after.head
+
+
+def init_ledger(settings: Settings, sample_tables: bool = False,
+                on_wait: Callable[[], None] = lambda: None) -> LedgerInit:
+    """Create or upgrade dueflow's own tables, in place (every row kept); with
+    `sample_tables`, the sample source tables that are missing."""
+    existed = not sqlite_missing(settings) and db.has_ledger(reachable(settings, on_wait))
+    before = db.ledger_version(engine_of(settings)) if existed else None
+    after = db.init_db(engine_of(settings), sample_tables=sample_tables, source_schema=settings.source_schema)
+    return LedgerInit(before, after)
+
+
+def ready_for_a_run(settings: Settings) -> None:
+    """ConfigError unless the ledger and every source relation can be read."""
+    try:
+        db.open_database(settings)
+    except ConfigError as exc:
+        raise ConfigError(f"not ready for a run: {exc}. dueflow creates only its own tables; your"
+                          " source tables or views are yours (docs/your-data.md), or run"
+                          " `dueflow init-db --with-sample-tables` for sample ones") from None
+
+
+def load_sample_data(settings: Settings) -> int:
+    """`dueflow demo`: the ledger and the sample source tables, and sample rows for today
+    covering every lead, the boundaries and a few bad rows; how many rows were added."""
+    from dueflow.tasks.adapters.sample_data import seed_sample_data
+
+    engine = engine_of(settings)
+    db.init_db(engine, sample_tables=True, source_schema=settings.source_schema)
+    return seed_sample_data(engine, settings.today(), settings.source_schema)
+
+
+def invoice_states(settings: Settings) -> pd.DataFrame:
+    """Each open invoice's dunning state (sql/invoice_state), read through the sources."""
+    database = db.open_database(settings)
+    return db.extract_frame(database.engine, database.source_statement("invoice_state"), {})
+
+
+class Settled(StrEnum):
+    """What `resolve` did with one key."""
+
+    PENDING = "pending"  # a pending row settled as the operator said
+    BOUNCED = "bounced"  # a bounced row settled as the operator said
+    CHANGED = "changed meanwhile"  # it changed between the look and the write: left as it is
+    NOT_SETTLEABLE = "not settleable"  # not pending or bounced (or not in the ledger)
+    NEVER_HANDED = "never handed to SMTP"  # pending, never claimed: it cannot have been sent
+
+
+@dataclass(frozen=True)
+class Resolution:
+    key: str
+    settled: Settled
+    was: str | None  # its state before: claimed, unclaimed, bounced, sent, … (None: no such key)
+
+    @property
+    def done(self) -> bool:
+        return self.settled in (Settled.PENDING, Settled.BOUNCED)
+
+
+def resolve(engine: Engine, keys: Sequence[str], outcome: str, note: str) -> list[Resolution]:
+    """Settle each key as `outcome` (sent, or failed: a later run sends it again) after an
+    operator checked the mail server's log: a pending row that may have left, or a bounced
+    one (docs/bounces.md). A row never handed to SMTP cannot have been sent; any other row is
+    left as it is."""
+    before = db.claimed_keys(engine, keys)
+    done = []
+    for key in keys:
+        state = before.get(key)
+        if state == "bounced":
+            settled = Settled.BOUNCED if db.resolve_bounced(engine, key, outcome, note) else Settled.CHANGED
+        elif state not in ("claimed", "unclaimed"):
+            settled = Settled.NOT_SETTLEABLE
+        elif state == "unclaimed" and outcome == "sent":
+            settled = Settled.NEVER_HANDED
+        else:
+            settled = Settled.PENDING if db.resolve_pending(engine, key, outcome, note) else Settled.CHANGED
+        done.append(Resolution(key, settled, state))
+    return done
+
+
+@dataclass(frozen=True)
+class Pruned:
+    """What `prune_bodies` did: the date it pruned before, and how many rows."""
+
+    before: date
+    rows: int
+
+
+def prune_bodies(settings: Settings, before: date | None = None) -> Pruned:
+    """Retention (docs/operations.md, "Retention"): remove the bodies, subjects, addresses
+    and drafted paragraphs of the settled rows whose step got out before `before` — by
+    default today minus DUEFLOW_RETAIN_BODIES_DAYS; keys, statuses and dates stay for ever,
+    and pending, failed and bounced rows are never pruned. A date after today (a typo that
+    would reach tonight's rows) or no date at all is one ConfigError line."""
+    today = settings.today()
+    if before is None:
+        if not settings.retain_bodies_days:
+            raise ConfigError("name the date: `dueflow prune --bodies-before YYYY-MM-DD`, or set"
+                              " DUEFLOW_RETAIN_BODIES_DAYS (nothing was pruned)")
+        before = today - timedelta(days=settings.retain_bodies_days)
+    elif before > today:
+        raise ConfigError(f"--bodies-before {before} is after today ({today}): a prune keeps at least"
+                          " today's rows (nothing was pruned)")
+    check_ready(settings, sources=False)
+    return Pruned(before, db.prune_bodies(engine_of(settings), before))
