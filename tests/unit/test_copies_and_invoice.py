@@ -338,3 +338,27 @@ def test_the_email_block_parameter_is_a_block_name_or_one_line_that_says_it_is_n
         assert chosen.email_block is None  # empty: DUEFLOW_EMAIL_BLOCK, here unset
     else:
         assert chosen.email_block == name.strip() and "\n" not in name and len(name) <= 200
+
+
+# --------------------------------------------------------------------------- bounces of copies
+
+
+def test_a_bounce_of_a_copy_is_kept_aside_and_never_marks_the_recipients_row():
+    from dueflow.tasks.core.bounces import KeptReason, match_reports, parse_report, reports_frame
+    from tests.helpers import bounce_reports as br
+
+    key = "dunning/inv-0/REMINDED_1"
+    ids = message_id_for(key, SENDER)
+    row = pd.DataFrame({"key": [key], "message_id": [ids], "status": ["sent"],
+                        "sending_at": ["2027-01-07 06:00:00+00:00"], "recipient": ["client@example.org"],
+                        "cc_recipient": ["Manager@Acme.example"], "bcc_recipient": ["archive@acme.example"]})
+    reports = reports_frame([
+        parse_report(br.postfix(br.Original(ids, key, recipient="manager@acme.example")), "cc"),
+        parse_report(br.postfix(br.Original(ids, key, recipient="archive@acme.example")), "bcc"),
+        parse_report(br.postfix(br.Original(ids, key, recipient="client@example.org")), "to"),
+    ])
+    matched = match_reports(reports, row)
+    assert matched.bounces["source"].tolist() == ["to"]  # only the recipient's bounce marks the row
+    assert dict(zip(matched.kept["source"], matched.kept["reason"], strict=True)) == {
+        "cc": KeptReason.COPY, "bcc": KeptReason.COPY}
+    assert "is a copy of dunning/inv-0/REMINDED_1" in matched.kept["detail"].iloc[0]
