@@ -147,13 +147,12 @@ def _stop_on_interrupt() -> Iterator[Callable[[], bool]]:
 
 
 def _run_flow(settings: Settings, as_of: date | None, dry_run: bool, **params: Any) -> int:
-    from dueflow.flows.nightly_alerts import check_night
-
     _check_ready(settings, writes=not dry_run)
     _quiet_prefect()  # before Prefect is imported: it reads these settings once
-    check_night(settings, as_of, dry_run, params)
     from dueflow.flows import prefect_api
-    from dueflow.flows.nightly_alerts import nightly_alerts
+    from dueflow.flows.nightly_alerts import check_night, nightly_alerts
+
+    check_night(settings, as_of, dry_run, params)
 
     prefect_api.quiet_when_lost()
     if problem := prefect_api.unreachable():

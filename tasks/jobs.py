@@ -112,8 +112,9 @@ class NightJob(ABC):
         model is only asked for keys a run just reserved)."""
         extracted = self.reread(database, rows)
         decision = self.decide_again(extracted, rows, as_of)
-        drafts = self.template_drafts(decision.due, "rendered again: template paragraph") | {
-            key: draft for key, draft in stored_drafts(rows).items() if draft is not None}
+        kept = stored_drafts(rows)
+        drafts = {key: kept.get(key) or template for key, template in
+                  self.template_drafts(decision.due, "rendered again: template paragraph").items()}
         return self.compose(decision.due, extracted, as_of, drafts) + Composed(failures=[
             (key, f"could not render the email: {reason}") for key, reason in zip(
                 decision.quarantined["source_id"], decision.quarantined["reason"], strict=True)])

@@ -77,7 +77,7 @@ def test_adopting_records_the_winners_as_handled_and_sends_none():
                                      "r/b": ("adopted", "recorded as handled; not sent")}
 
 
-@settings(max_examples=examples(60), deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 @given(rows=st.lists(st.tuples(st.integers(0, 90), st.booleans(), st.sampled_from(
     ["won", "taken", "changed", "failed", "pending", "sent"])), max_size=12),
     cap=st.none() | st.integers(0, 12), adopt=st.booleans())
