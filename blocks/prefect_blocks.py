@@ -34,10 +34,12 @@ class DueflowLLM(Block):
 
 
 class DueflowEmail(Block):
-    """How the emails look and what they say about the company (DUEFLOW_EMAIL_BLOCK).
-    A field left empty keeps the matching variable (docs/emails.md)."""
+    """How one company's emails look, who they are from and what they say about it
+    (DUEFLOW_EMAIL_BLOCK, or the flow's `email_block` parameter: one deployment per
+    company). A field left empty keeps the matching variable (docs/emails.md)."""
 
     _block_type_name = "Dueflow Email"
+    mail_from: str | None = Field(default=None, description="The sender: ar@acme.example or Name <…>")
     mail_from_name: str | None = Field(default=None, description="The From name, e.g. Acme Finance")
     reply_to: str | None = Field(default=None, description="Where replies go: ar@acme.example or Name <…>")
     company_name: str | None = Field(default=None, description="Shown at the top of every email")
@@ -49,6 +51,10 @@ class DueflowEmail(Block):
     contract_contact: str | None = Field(default=None, description="Who to ask about a contract")
     templates_dir: str | None = Field(default=None,
                                       description="Directory of templates that override dueflow's")
+    escalation_to: str | None = Field(default=None, description="Where OVERDUE escalations go")
+    bcc: str | None = Field(default=None, description="The archive: a copy of every email, envelope only")
+    invoice_pdf: str | None = Field(default=None,
+                                    description="Invoice PDFs for reminders: /srv/acme/{number}.pdf")
 
 
 class DueflowSources(Block):

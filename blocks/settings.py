@@ -18,6 +18,7 @@ from dueflow.tasks.core.addresses import parse_mailbox
 
 if TYPE_CHECKING:
     from dueflow.tasks.adapters.mail import MailConfig
+    from dueflow.tasks.core.invoice_pdf import PdfTemplate
     from dueflow.tasks.core.message import Sender
     from dueflow.tasks.core.render import EmailLook
     from dueflow.tasks.core.sources import SourceMapping
@@ -115,7 +116,14 @@ class Settings:
     payment_link: str = ""  # DUEFLOW_PAYMENT_LINK: https://…/{number}
     contract_contact: str = ""  # DUEFLOW_CONTRACT_CONTACT: who to ask about a contract
     templates_dir: str | None = None  # DUEFLOW_TEMPLATES_DIR: templates that override ours
+    # Copies and the invoice itself (docs/emails.md, "Copies", "The invoice").
+    bcc: str | None = None  # DUEFLOW_BCC: the archive, a recipient of every email's envelope only
+    invoice_pdf: str | None = None  # DUEFLOW_INVOICE_PDF: /srv/invoices/{number}.pdf
+    invoice_pdf_max_bytes: int = defaults.INVOICE_PDF_MAX_BYTES  # DUEFLOW_INVOICE_PDF_MAX_BYTES
     email_block: str | None = None
+    # DUEFLOW_RETAIN_BODIES_DAYS: settled rows' bodies and addresses are pruned after this
+    # many days by the nightly run (docs/operations.md, "Retention"); None keeps them.
+    retain_bodies_days: int | None = None
     # Where the company's own relations are, and dueflow's own tables (docs/your-data.md).
     source_schema: str | None = None  # DUEFLOW_SOURCE_SCHEMA
     ledger_schema: str | None = None  # DUEFLOW_LEDGER_SCHEMA
@@ -154,6 +162,10 @@ class Settings:
             mail_block=(env.get("DUEFLOW_MAIL_BLOCK") or "").strip() or None,
             llm_block=(env.get("DUEFLOW_LLM_BLOCK") or "").strip() or None,
             **_email_from_env(env),
+            invoice_pdf_max_bytes=_count(env, "DUEFLOW_INVOICE_PDF_MAX_BYTES", defaults.INVOICE_PDF_MAX_BYTES,
+                                         high=defaults.INVOICE_PDF_MAX_BYTES_LIMIT),
+            retain_bodies_days=_count(env, "DUEFLOW_RETAIN_BODIES_DAYS", 0,
+                                      high=defaults.RETAIN_BODIES_DAYS_LIMIT) or None,
             source_schema=_schema_name(env, "DUEFLOW_SOURCE_SCHEMA"),
             ledger_schema=_schema_name(env, "DUEFLOW_LEDGER_SCHEMA"),
             sources_file=(env.get("DUEFLOW_SOURCES_FILE") or "").strip() or None,
@@ -170,6 +182,7 @@ class Settings:
         settings.sender()
         settings.escalation_address()
         settings.email_look()
+        settings.invoice_pdf_template()
         settings.source_mapping()
         settings.bounce_mailbox()
         return settings
@@ -246,7 +259,9 @@ class Settings:
             settings = replace(settings, **{name: value for name in EMAIL_FIELDS
                                             if (value := getattr(block, name, None)) not in (None, "")})
             settings.sender()
+            settings.escalation_address()
             settings.email_look()
+            settings.invoice_pdf_template()
         return settings
 
     def mail_config(self) -> MailConfig:
@@ -301,7 +316,30 @@ class Settings:
                          payment_instructions=self.payment_instructions,
                          payment_link=self.payment_link.strip(),
                          contract_contact=self.contract_contact.strip(),
-                         templates_dir=self.templates_dir)
+                         templates_dir=self.templates_dir,
+                         bcc=self.bcc_address() or "")
+
+    def bcc_address(self) -> str | None:
+        """DUEFLOW_BCC's address (a name, if given, is dropped: it is in no header), or None
+        when it is not set; one ConfigError line when it is not one plain address."""
+        if not self.bcc:
+            return None
+        try:
+            return parse_mailbox(self.bcc, "DUEFLOW_BCC").address
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+
+    def invoice_pdf_template(self) -> PdfTemplate | None:
+        """DUEFLOW_INVOICE_PDF parsed, with DUEFLOW_INVOICE_PDF_MAX_BYTES; None when no
+        invoice PDF is attached. One ConfigError line when it cannot be used."""
+        from dueflow.tasks.core.invoice_pdf import TemplateError, parse_pdf_template
+
+        if not self.invoice_pdf:
+            return None
+        try:
+            return parse_pdf_template(self.invoice_pdf, self.invoice_pdf_max_bytes)
+        except TemplateError as exc:
+            raise ConfigError(str(exc)) from None
 
     def check_templates(self) -> None:
         """Every template a run can use renders with the documented variables (the
@@ -328,8 +366,12 @@ class Settings:
         return datetime.now(self.zone()).date()
 
 
-EMAIL_FIELDS = ("mail_from_name", "reply_to", "company_name", "signature", "payment_instructions",
-                "payment_link", "contract_contact", "templates_dir")
+# What a DueflowEmail block may set (docs/configuration.md): everything that makes one
+# company's emails its own, so that deployments sending for two companies differ only in
+# the block they name (the flow's `email_block` parameter).
+EMAIL_FIELDS = ("mail_from", "mail_from_name", "reply_to", "company_name", "signature",
+                "payment_instructions", "payment_link", "contract_contact", "templates_dir",
+                "escalation_to", "bcc", "invoice_pdf")
 
 
 def _multiline(value: str | None) -> str:
@@ -350,6 +392,8 @@ def _email_from_env(env: Mapping[str, str]) -> dict[str, Any]:
         "payment_link": one("DUEFLOW_PAYMENT_LINK") or "",
         "contract_contact": one("DUEFLOW_CONTRACT_CONTACT") or "",
         "templates_dir": one("DUEFLOW_TEMPLATES_DIR"),
+        "bcc": one("DUEFLOW_BCC"),
+        "invoice_pdf": one("DUEFLOW_INVOICE_PDF"),
         "email_block": one("DUEFLOW_EMAIL_BLOCK"),
     }
 

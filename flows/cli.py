@@ -422,6 +422,27 @@ def cmd_quarantine(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def _step_line(row: object) -> str:
+    """One dunning step of `dueflow invoices --id`: when, what, how it ended, to whom (or
+    that retention pruned its addresses), and the invoice PDF it carried."""
+    def cell(name: str) -> str:
+        value = getattr(row, name)
+        return "" if value is None else str(value)
+
+    to = f"to {cell('recipient')}" + (f", cc {cell('cc_recipient')}" if cell("cc_recipient") else "")
+    if cell("pruned_at"):  # retention: the addresses and bodies are gone, the step stays
+        to = f"(addresses and bodies pruned {cell('pruned_at')[:10]})"
+    line = (f"{cell('as_of')}  {cell('step'):<10}  {cell('status'):<7}  attempts={cell('attempts')}  {to}"
+            + (f"  ({cell('error')})" if cell("error") else ""))
+    if cell("attachment_sha256"):
+        name = f"{cell('attachment_name')} " if cell("attachment_name") else ""
+        size = int(float(cell("attachment_size") or 0))
+        line += f"\n            invoice PDF {name}({size:,} bytes, sha256 {cell('attachment_sha256')})"
+    elif cell("attachment_note"):
+        line += f"\n            invoice PDF {cell('attachment_note')}"
+    return line
+
+
 def cmd_invoices(args: argparse.Namespace, settings: Settings) -> int:
     from dueflow.tasks.adapters import db
     from dueflow.tasks.operations import invoice_states
@@ -432,9 +453,8 @@ def cmd_invoices(args: argparse.Namespace, settings: Settings) -> int:
         history = db.invoice_steps(engine, args.id)
         if history.empty:
             print(f"No dunning steps recorded for invoice {args.id}.")
-        for row in history.itertuples(index=False):
-            print(f"{row.as_of}  {row.step:<10}  {row.status:<7}  attempts={row.attempts}"
-                  f"  to {row.recipient}" + (f"  ({row.error})" if row.error else ""))  # type: ignore[str-bytes-safe]
+        for row in history.astype(object).where(history.notna(), None).itertuples(index=False):
+            print(_step_line(row))
             for report in db.bounce_reports(engine, str(row.key)).itertuples(index=False):
                 print(f"            {report.kind} bounce {str(report.seen_at)[:19]}:"
                       f" {report.status_code or ''} {report.diagnostic or ''}".rstrip()  # type: ignore[str-bytes-safe]
@@ -446,6 +466,16 @@ def cmd_invoices(args: argparse.Namespace, settings: Settings) -> int:
             print(json.dumps(record, default=str))
         return 0
     print(state.fillna("").to_string(index=False) if not state.empty else "No invoices.")
+    return 0
+
+
+def cmd_prune(args: argparse.Namespace, settings: Settings) -> int:
+    from dueflow.tasks.operations import prune_bodies
+
+    done = prune_bodies(settings, args.bodies_before)
+    print(f"Pruned {done.rows} settled row(s) whose step got out before {done.before}: their bodies,"
+          " subjects, addresses and drafted paragraphs are gone; their keys, statuses and dates are kept"
+          " (`dueflow ledger` shows pruned_at). Pending, failed and bounced rows are never pruned.")
     return 0
 
 
@@ -467,6 +497,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, Settings], int]] = {
     "adopt": cmd_adopt,
     "quarantine": cmd_quarantine,
     "forecast": cmd_forecast,
+    "prune": cmd_prune,
     "bounces": lambda args, settings: cmd_bounces(args, settings),
 }
 
@@ -531,6 +562,11 @@ def parser() -> argparse.ArgumentParser:
     invoices = sub.add_parser("invoices", help="each invoice's dunning state, or one's history")
     invoices.add_argument("--id", help="show the dunning history of this invoice")
     invoices.add_argument("--json", action="store_true", help="JSON lines instead of a table")
+    prune = sub.add_parser("prune", help="retention: remove the bodies and addresses of settled rows"
+                           " older than a date, keeping their keys, statuses and dates")
+    prune.add_argument("--bodies-before", type=_as_of, metavar="DATE",
+                       help="rows whose step got out before this date YYYY-MM-DD (default: today minus"
+                            " DUEFLOW_RETAIN_BODIES_DAYS)")
     bounces = sub.add_parser("bounces", help="read the bounce mailbox and mark the rows that bounced"
                              " (docs/bounces.md)")
     bounces.add_argument("--list", action="store_true", help="list the bounce reports recorded; read nothing")

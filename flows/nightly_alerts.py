@@ -50,6 +50,23 @@ Attempts = Annotated[int, _shown(minimum=1, maximum=P.MAX_ATTEMPTS)]
 Backoff = Annotated[int, _shown(minimum=0, maximum=P.MAX_BACKOFF_MINUTES)]
 SendCap = Annotated[int | None, _shown(minimum=0, maximum=P.MAX_SEND_CAP)]
 Start = Annotated[str, _shown(enum=list(P.DUNNING_STARTS))]
+EmailBlock = Annotated[str | None, _shown(maxLength=P.MAX_BLOCK_NAME)]
+
+
+def with_email_block(settings: Settings, email_block: str | None) -> Settings:
+    """The settings with the run's `email_block` parameter, when given, in place of
+    DUEFLOW_EMAIL_BLOCK: a deployment per company names its own block. A name that is not
+    one line of a usable length is one ConfigError line."""
+    from dataclasses import replace
+
+    from dueflow.tasks.core.parameters import ParameterError, block_name
+
+    if email_block is None or not str(email_block).strip():
+        return settings
+    try:
+        return replace(settings, email_block=block_name(email_block, "email_block"))
+    except ParameterError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def run_name() -> str:
@@ -106,6 +123,7 @@ def check_night(settings: Settings, as_of: date | None, dry_run: bool, params: d
     raw |= params | {"dry_run": dry_run}
     allow_any = bool(raw.pop("allow_any_as_of"))
     del raw["as_of"]
+    with_email_block(settings, raw.pop("email_block"))
     checked_parameters(**raw)
     checked_as_of(as_of, settings, db.engine_for(settings.database_url, settings.db_lock_timeout,
                                                 settings.ledger_schema), allow_any)
@@ -126,6 +144,7 @@ def nightly_alerts(
     send_cap: SendCap = None,
     adopt: bool = False,
     allow_any_as_of: bool = False,
+    email_block: EmailBlock = None,
 ) -> State:
     """Send every renewal alert and invoice reminder due on a day exactly once: renewal
     alerts to contract owners before a contract renews, and payment reminders (then an
@@ -153,6 +172,10 @@ def nightly_alerts(
         allow_any_as_of: Take an as_of more than 31 days after today or before the ledger's
             first night (a backfill, a test on dates of its own); otherwise such a night is
             refused as a likely typo (docs/parameters.md).
+        email_block: The name of a DueflowEmail block whose sender, Reply-To, company,
+            signature, templates, escalation address, archive Bcc and invoice PDFs this run's
+            emails use (one deployment per company). Empty means DUEFLOW_EMAIL_BLOCK, or the
+            DUEFLOW_* variables.
 
     Returns:
         The run's final state, whose result — what a call of the flow returns — is the
@@ -165,7 +188,7 @@ def nightly_alerts(
     from dueflow.tasks.deliver import DeliverySettings
     from dueflow.tasks.jobs import RunContext
 
-    settings = Settings.from_env().with_blocks()
+    settings = with_email_block(Settings.from_env(), email_block).with_blocks()
     settings.check_templates()  # a broken DUEFLOW_TEMPLATES_DIR template: one line, nothing written
     params = checked_parameters(
         renewal_leads=renewal_leads, dunning_delays=dunning_delays, dunning_start=dunning_start,
@@ -229,7 +252,7 @@ def nightly_run(ctx: RunContext) -> RunSummary:
     earlier = send_unsent(ctx)
     if not earlier.empty:
         log.info("earlier runs: %s", count_line(earlier))
-    rows, drafts, facts = [earlier], [], []
+    rows, drafts, facts, warnings = [earlier], [], [], []
     for job in jobs:
         extracted = sources[job.name]
         log.info("%s: extracted %s", job.name, ", ".join(
@@ -248,8 +271,38 @@ def nightly_run(ctx: RunContext) -> RunSummary:
             log.info("%s: %s", job.name, count_line(delivered))
         rows += [job_rows, delivered]
         drafts += composed.drafts
+        warnings += composed.without_pdf()
         facts.append(facts_of(job.name, decision.to_reserve, {e.key: e.subject for e in composed.emails}))
-    return report(ctx, concat_rows(rows), drafts, pd.concat(facts, ignore_index=True))  # 6. report
+    pruned, retained = retention(ctx)
+    summary = report(ctx, concat_rows(rows), drafts, pd.concat(facts, ignore_index=True))  # 6. report
+    summary.pruned = pruned
+    summary.warnings.extend(warnings + retained)
+    return summary
+
+
+def retention(ctx: RunContext) -> tuple[int, list[str]]:
+    """With DUEFLOW_RETAIN_BODIES_DAYS, after the night's sends: the bodies and addresses of
+    settled rows whose step got out that many days before the night (or before today, for a
+    night ahead) are pruned (sql/prune_bodies). How many, and a warning if the database
+    would not: the night's emails are out by now."""
+    from datetime import timedelta
+
+    from dueflow.tasks.adapters import db
+
+    days = ctx.settings.retain_bodies_days
+    if not days or ctx.params.dry_run or ctx.params.adopt:
+        return 0, []
+    before = min(ctx.as_of, ctx.settings.today()) - timedelta(days=days)
+    try:
+        pruned = db.prune_bodies(ctx.database.engine, before)
+    except Exception as exc:
+        if not db.transient(exc):
+            raise
+        return 0, [f"retention: could not prune the bodies of rows before {before} ({exc}); the next"
+                   " run tries again"]
+    get_run_logger().info("retention: pruned the bodies and addresses of %s settled row(s) whose step got"
+                          " out before %s (DUEFLOW_RETAIN_BODIES_DAYS=%s)", f"{pruned:,}", before, days)
+    return pruned, []
 
 
 def read_sources(ctx: RunContext, job: NightJob) -> dict[str, pd.DataFrame]:

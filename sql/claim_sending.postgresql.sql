@@ -9,4 +9,5 @@ SET sending_at = CURRENT_TIMESTAMP, attempt_as_of = CAST(:as_of AS date),
     claim_token = :token, updated_at = CURRENT_TIMESTAMP
 WHERE key = ANY(CAST(:keys AS text[])) AND status = 'pending' AND body_text IS NOT NULL
   AND (sending_at IS NULL OR claim_token = :token)
-RETURNING key, recipient, subject, body_text, body_html, message_id
+RETURNING key, recipient, subject, body_text, body_html, message_id, cc_recipient, bcc_recipient,
+          attachment_path, attachment_name, attachment_sha256, attachment_size

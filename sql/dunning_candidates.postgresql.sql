@@ -16,7 +16,7 @@ WITH steps AS MATERIALIZED (
        OR (s.step_rank = 2 AND COALESCE(m.attempt_as_of, m.as_of) <= CAST(:after_second_by AS date))
 ), picked AS MATERIALIZED (
     SELECT o.* FROM (
-        SELECT id, client_id, number, amount, amount_minor, currency, status, sent_at, due_date, paid_at,
+        SELECT id, client_id, number, amount, amount_minor, currency, status, sent_at, due_date, paid_at, pdf_path,
                CASE WHEN CAST(:start AS text) = 'sent' THEN CAST(sent_at AS text) ELSE CAST(due_date AS text) END AS start_text,
                CAST(:start AS text) = 'sent'
                  AND CAST(pg_typeof(sent_at) AS text) IN ('text', 'character varying', 'character') AS textual
@@ -25,10 +25,10 @@ WITH steps AS MATERIALIZED (
     ) o
     WHERE /*include dunning_candidate*/
 )
-SELECT id, client_id, number, amount, amount_minor, currency, status, sent_at, due_date, paid_at
+SELECT id, client_id, number, amount, amount_minor, currency, status, sent_at, due_date, paid_at, pdf_path
 FROM invoices
 WHERE id IN (SELECT id FROM picked)
 UNION ALL
-SELECT id, client_id, number, amount, amount_minor, currency, status, sent_at, due_date, paid_at
+SELECT id, client_id, number, amount, amount_minor, currency, status, sent_at, due_date, paid_at, pdf_path
 FROM picked
 WHERE id IS NULL

@@ -5,5 +5,9 @@ UPDATE dueflow_ledger
 SET recipient = :recipient, subject = :subject, body_text = :body_text,
     body_html = :body_html, message_id = :message_id,
     draft_source = :draft_source, draft_note = :draft_note, paragraph = :paragraph,
+    cc_recipient = :cc_recipient, bcc_recipient = :bcc_recipient,
+    attachment_path = :attachment_path, attachment_name = :attachment_name,
+    attachment_sha256 = :attachment_sha256, attachment_size = :attachment_size,
+    attachment_note = :attachment_note,
     previous_recipient = NULLIF(previous_recipient, :recipient), updated_at = CURRENT_TIMESTAMP
 WHERE key = :key AND status = 'pending' AND sending_at IS NULL AND body_text IS NULL

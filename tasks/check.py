@@ -67,7 +67,8 @@ VARIABLES = ("DUEFLOW_DATABASE_URL", "DUEFLOW_MAIL_URL", "DUEFLOW_TIMEZONE", "DU
              "DUEFLOW_ESCALATION_TO", "DUEFLOW_DB_LOCK_TIMEOUT",
              "DUEFLOW_SMTP_CONNECT_TIMEOUT", "DUEFLOW_SMTP_REPLY_TIMEOUT", "DUEFLOW_SMTP_MAX_FAILURES",
              "DUEFLOW_SOURCE_SCHEMA", "DUEFLOW_LEDGER_SCHEMA", "DUEFLOW_SOURCES_FILE", "DUEFLOW_BOUNCE_URL",
-             "DUEFLOW_BOUNCE_ADDRESS")
+             "DUEFLOW_BOUNCE_ADDRESS", "DUEFLOW_BCC", "DUEFLOW_INVOICE_PDF", "DUEFLOW_INVOICE_PDF_MAX_BYTES",
+             "DUEFLOW_RETAIN_BODIES_DAYS")
 
 
 def check_settings(env: dict[str, str]) -> tuple[list[Check], Settings | None]:
@@ -471,6 +472,30 @@ def check_templates(settings: Settings) -> Check:
     return Check("templates", True, f"{len(composed.emails)} sample emails render ({kinds})")
 
 
+def check_copies_and_invoices(settings: Settings) -> Check | None:
+    """The archive Bcc, the invoice directory (it exists and this user may read it) and
+    retention, when any is set; nothing is read from the directory but its entry."""
+    template = settings.invoice_pdf_template()
+    said = []
+    if settings.bcc_address():
+        said.append(f"every email is copied to {settings.bcc_address()} (envelope only)")
+    if settings.retain_bodies_days:
+        said.append(f"bodies and addresses of settled rows are pruned after {settings.retain_bodies_days}"
+                    " day(s)")
+    if template is None:
+        return Check("copies, invoices, retention", True, "; ".join(said)) if said else None
+    folder = Path(template.directory)
+    fix = "point DUEFLOW_INVOICE_PDF at the folder of the invoice PDFs, readable by this user"
+    if not folder.is_dir():
+        return Check("invoice PDFs", False, f"{folder} is not a folder: reminders would go without their"
+                     " invoice", fix)
+    if not os.access(folder, os.R_OK | os.X_OK):
+        return Check("invoice PDFs", False, f"{folder} cannot be read by this user", fix)
+    said.insert(0, f"reminders carry {template.template} (at most {template.max_bytes:,} bytes; {folder}"
+                   " can be read)")
+    return Check("invoice PDFs", True, "; ".join(said))
+
+
 # -- all --------------------------------------------------------------------------------------
 
 def _secrets(settings: Settings | None, env: dict[str, str]) -> list[str]:
@@ -523,7 +548,7 @@ def run_checks(env: dict[str, str] | None = None,
     block_check, settings = check_blocks(settings)
     done(block_check)
     checks: tuple[Callable[[Settings], Check | list[Check] | None], ...] = (
-        check_database, check_mail, check_bounces, check_llm, check_templates)
+        check_database, check_mail, check_bounces, check_llm, check_templates, check_copies_and_invoices)
     for run_check in checks:
         try:
             outcome = run_check(settings)

@@ -28,6 +28,7 @@ from prefect.cache_policies import NO_CACHE
 from dueflow.blocks.settings import LLMConfig, Settings
 from dueflow.tasks.adapters import db
 from dueflow.tasks.adapters.db import Database
+from dueflow.tasks.adapters.invoice_files import with_invoice_pdfs
 from dueflow.tasks.core.addresses import Mailbox
 from dueflow.tasks.core.decide import (
     Decision,
@@ -42,8 +43,9 @@ from dueflow.tasks.core.decide import (
     with_settled,
 )
 from dueflow.tasks.core.defaults import DELIVERY_WORKERS
-from dueflow.tasks.core.frames import pd, records
-from dueflow.tasks.core.keys import Job, parse_keys
+from dueflow.tasks.core.frames import pd
+from dueflow.tasks.core.invoice_pdf import PdfTemplate
+from dueflow.tasks.core.keys import CLIENT_STEPS, Job, parse_keys
 from dueflow.tasks.core.llm_guard import DRAFTED_STEPS, reminders, template_draft
 from dueflow.tasks.core.message import OutgoingEmail
 from dueflow.tasks.core.money import amounts_from_minor
@@ -174,6 +176,7 @@ class DunningJob(NightJob):
     sender: Mailbox
     look: EmailLook | None = None
     llm: LLMConfig | None = None
+    invoice_pdf: PdfTemplate | None = None  # DUEFLOW_INVOICE_PDF: the PDF each reminder carries
 
     def extract(self, database: Database, as_of: date) -> Extracted:
         """Tonight's share of `extract_all`: the invoices whose next step may be due
@@ -221,7 +224,10 @@ class DunningJob(NightJob):
 
     def compose(self, winners: pd.DataFrame, extracted: Extracted, as_of: date,
                 drafts: dict[str, Draft]) -> Composed:
-        return compose_dunning_emails(winners, extracted["history"], self.sender, drafts, as_of, self.look)
+        # The invoice PDF each reminder carries, checked and hashed now: its size and SHA-256
+        # are stored with the message (G2) and the file must still match when it is sent.
+        return compose_dunning_emails(attach_invoices(winners, self.invoice_pdf), extracted["history"],
+                                      self.sender, drafts, as_of, self.look)
 
     def reread(self, database: Database, rows: pd.DataFrame) -> Extracted:
         ids = rows["subject_id"].unique().tolist()
@@ -236,12 +242,20 @@ class DunningJob(NightJob):
                                  self.escalation_to)
 
 
+def attach_invoices(due: pd.DataFrame, template: PdfTemplate | None) -> pd.DataFrame:
+    """Dunning rows with their invoice PDFs checked and hashed (tasks/adapters/invoice_files):
+    the reminders to the client carry it; the escalation, to a colleague, does not."""
+    if due.empty or template is None:
+        return due
+    return with_invoice_pdfs(due, template, reminders=due["step"].isin(list(CLIENT_STEPS)))
+
+
 def night_jobs(settings: Settings, params: RunParameters) -> tuple[RenewalJob, DunningJob]:
     """A night's jobs, in the order it runs them, with its settings and parameters."""
     sender, look = settings.sender(), settings.email_look()
     return (RenewalJob(params.leads, params.renewal_locale, sender, look),
             DunningJob(params.delays, params.dunning_start, settings.timezone, settings.escalation_address(),
-                       sender, look, settings.llm))
+                       sender, look, settings.llm, settings.invoice_pdf_template()))
 
 
 @dataclass(frozen=True)
@@ -344,13 +358,34 @@ def retry_failed(database: Database, jobs: Sequence[NightJob], as_of: date, flow
     candidates = db.retry_candidates(database, as_of, max_attempts)
     if candidates.empty:
         return []
-    composed = render_again(database, jobs, candidates)
+    composed = changed_attachments(candidates, render_again(database, jobs, candidates))
     rendered = pd.DataFrame([e.as_row() for e in composed.emails],
                             columns=[f.name for f in fields(OutgoingEmail)])
-    keys = retried_keys(candidates, rendered)
-    db.requeue_failed(database, flow_run_id, records(rendered[rendered["key"].isin(keys)]))
+    keys = set(retried_keys(candidates, rendered))
+    db.requeue_failed(database, flow_run_id, [e.as_row() for e in composed.emails if e.key in keys])
     transient = set(candidates.loc[~candidates["permanent"], "key"])
     return [(key, reason) for key, reason in composed.failures if key in transient]
+
+
+def changed_attachments(candidates: pd.DataFrame, composed: Composed) -> Composed:
+    """`composed` with the retries whose invoice PDF is not the one their first message
+    named moved to its failures: a retry sends the identical file, or nothing (G2)."""
+    if "attachment_sha256" not in candidates:
+        return composed
+    stored = {key: sha for key, sha in zip(candidates["key"], candidates["attachment_sha256"], strict=True)
+              if isinstance(sha, str) and sha}
+    kept, failures = [], list(composed.failures)
+    for email in composed.emails:
+        before = stored.get(email.key)
+        if before is None or email.attachment_sha256 == before:
+            kept.append(email)
+            continue
+        now = (f"now sha256 {email.attachment_sha256[:16]}…" if email.attachment_sha256
+               else (email.attachment_note or "now not attached").removeprefix("not attached: "))
+        failures.append((email.key, f"not sent again: the invoice PDF is not the one its first message"
+                                    f" carried (sha256 {before[:16]}…; {now}); put the original file back"
+                                    " and the next run sends it"))
+    return Composed(kept, failures, composed.drafts)
 
 
 def send_unsent(ctx: RunContext) -> pd.DataFrame:

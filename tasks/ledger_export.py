@@ -34,15 +34,17 @@ CHUNK_ROWS = 5_000
 ALL_ROWS = 2**62  # sql/ledger_export.sql's LIMIT when there is none
 
 TEXT = ("key", "job", "subject_id", "cycle", "step", "status", "recipient", "subject", "draft_source",
-        "smtp_response", "error", "flow_run_id")
-INTEGERS = ("step_rank", "attempts")
+        "smtp_response", "error", "flow_run_id", "cc_recipient", "bcc_recipient", "attachment_name",
+        "attachment_sha256", "attachment_note")
+INTEGERS = ("step_rank", "attempts", "attachment_size")
 FLAGS = ("permanent",)
 DATES = ("as_of", "attempt_as_of")
-TIMESTAMPS = ("retry_after", "created_at", "updated_at", "sending_at", "sent_at")
+TIMESTAMPS = ("retry_after", "created_at", "updated_at", "sending_at", "sent_at", "pruned_at")
 COLUMNS = ("key", "job", "subject_id", "cycle", "step", "step_rank", "as_of", "status", "attempts",
            "permanent", "recipient", "subject", "draft_source", "smtp_response", "error",
            "retry_after", "flow_run_id", "created_at", "updated_at", "sending_at", "sent_at",
-           "attempt_as_of")
+           "attempt_as_of", "cc_recipient", "bcc_recipient", "attachment_name", "attachment_sha256",
+           "attachment_size", "attachment_note", "pruned_at")
 
 # The terminal table: these columns, each at most this wide (the rest of a value is cut).
 TABLE_COLUMNS = {"as_of": 10, "status": 7, "attempts": 8, "key": 60, "recipient": 36, "error": 60}
@@ -181,7 +183,13 @@ class TableWriter(Writer):
     @staticmethod
     def _cells(chunk: pd.DataFrame) -> pd.DataFrame:
         shown = chunk.loc[:, list(TABLE_COLUMNS)].astype(object).where(chunk.notna(), None)
-        return shown.map(lambda v: "" if v is None else str(v))
+        cells = shown.map(lambda v: "" if v is None else str(v))
+        # Retention removed the address: the table says so rather than show a blank.
+        pruned = chunk["pruned_at"].notna().to_numpy()
+        if pruned.any():
+            days = chunk.loc[pruned, "pruned_at"].astype(str).str.slice(0, 10)
+            cells.loc[pruned, "recipient"] = "(pruned " + days + ")"
+        return cells
 
     def write(self, chunk: pd.DataFrame) -> None:
         cells = self._cells(chunk)

@@ -10,6 +10,7 @@ import sqlite3
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import date, timedelta
 from enum import StrEnum
 from pathlib import Path
 
@@ -191,3 +192,30 @@ def resolve(engine: Engine, keys: Sequence[str], outcome: str, note: str) -> lis
             settled = Settled.PENDING if db.resolve_pending(engine, key, outcome, note) else Settled.CHANGED
         done.append(Resolution(key, settled, state))
     return done
+
+
+@dataclass(frozen=True)
+class Pruned:
+    """What `prune_bodies` did: the date it pruned before, and how many rows."""
+
+    before: date
+    rows: int
+
+
+def prune_bodies(settings: Settings, before: date | None = None) -> Pruned:
+    """Retention (docs/operations.md, "Retention"): remove the bodies, subjects, addresses
+    and drafted paragraphs of the settled rows whose step got out before `before` — by
+    default today minus DUEFLOW_RETAIN_BODIES_DAYS; keys, statuses and dates stay for ever,
+    and pending, failed and bounced rows are never pruned. A date after today (a typo that
+    would reach tonight's rows) or no date at all is one ConfigError line."""
+    today = settings.today()
+    if before is None:
+        if not settings.retain_bodies_days:
+            raise ConfigError("name the date: `dueflow prune --bodies-before YYYY-MM-DD`, or set"
+                              " DUEFLOW_RETAIN_BODIES_DAYS (nothing was pruned)")
+        before = today - timedelta(days=settings.retain_bodies_days)
+    elif before > today:
+        raise ConfigError(f"--bodies-before {before} is after today ({today}): a prune keeps at least"
+                          " today's rows (nothing was pruned)")
+    check_ready(settings, sources=False)
+    return Pruned(before, db.prune_bodies(engine_of(settings), before))

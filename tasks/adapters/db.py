@@ -457,7 +457,15 @@ def refresh_statistics(engine: Engine) -> None:
 STORE_ARRAYS = {"keys": "key", "recipients": "recipient", "subjects": "subject",
                 "bodies_text": "body_text", "bodies_html": "body_html",
                 "message_ids": "message_id", "draft_sources": "draft_source",
-                "draft_notes": "draft_note", "paragraphs": "paragraph"}
+                "draft_notes": "draft_note", "paragraphs": "paragraph",
+                "cc_recipients": "cc_recipient", "bcc_recipients": "bcc_recipient",
+                "attachment_paths": "attachment_path", "attachment_names": "attachment_name",
+                "attachment_sha256s": "attachment_sha256", "attachment_sizes": "attachment_size",
+                "attachment_notes": "attachment_note"}
+# What a message row holds besides its text, None unless the message has it.
+MESSAGE_EXTRAS = ("draft_source", "draft_note", "paragraph", "cc_recipient", "bcc_recipient",
+                  "attachment_path", "attachment_name", "attachment_sha256", "attachment_size",
+                  "attachment_note")
 # Messages per statement, at most, and characters of message text per statement, at most:
 # each statement's array literals are copied several times on their way to the server
 # (joined, escaped, encoded), so a statement of 5,000 messages of 10 KB raised the
@@ -486,7 +494,7 @@ def store_messages(engine: Engine, messages: Sequence[Mapping[str, Any]]) -> Non
     first message stored on a row stays (see sql/store_messages)."""
     if not messages:
         return
-    rows = [{"draft_source": None, "draft_note": None, "paragraph": None} | dict(m) for m in messages]
+    rows = [dict.fromkeys(MESSAGE_EXTRAS) | dict(m) for m in messages]
     engine_dialect = dialect(engine)
     if engine_dialect == "postgresql" and len(rows) >= ANALYZE_BEFORE_STORING:
         refresh_statistics(engine)  # the planner has not seen the rows just reserved
@@ -557,8 +565,13 @@ def settle(
             return []
         rows = conn.execute(text(statement("claim_sending", engine_dialect)),
                             {"keys": _key_list(engine, claim), "token": token, "as_of": as_of.isoformat()})
-        claimed = {row.key: OutgoingEmail(row.key, row.recipient, row.subject, row.body_text,
-                                          row.body_html, row.message_id) for row in rows}
+        claimed = {row.key: OutgoingEmail(
+            row.key, row.recipient, row.subject, row.body_text, row.body_html, row.message_id,
+            cc_recipient=row.cc_recipient, bcc_recipient=row.bcc_recipient,
+            attachment_path=row.attachment_path, attachment_name=row.attachment_name,
+            attachment_sha256=row.attachment_sha256,
+            attachment_size=None if row.attachment_size is None else int(row.attachment_size))
+            for row in rows}
     return [claimed[key] for key in claim if key in claimed]
 
 
@@ -633,8 +646,7 @@ def requeue_failed(database: Database, flow_run_id: str | None,
         won = {row[0] for row in conn.execute(text(statement("requeue_failed", dialect(engine))),
                                               {"keys": _key_list(engine, keys),
                                                "flow_run_id": flow_run_id})}
-        rows = [{"draft_source": None, "draft_note": None, "paragraph": None} | dict(m)
-                for m in messages if m["key"] in won]
+        rows = [dict.fromkeys(MESSAGE_EXTRAS) | dict(m) for m in messages if m["key"] in won]
         if rows:
             conn.execute(text(statement("store_message")), rows)
     return sorted(won)
@@ -672,6 +684,24 @@ def resolve_pending(engine: Engine, key: str, outcome: str, note: str) -> bool:
         result = conn.execute(text(statement("resolve_pending")),
                               {"key": key, "outcome": outcome, "note": note})
         return result.rowcount == 1
+
+
+PRUNE_BATCH = 5_000  # rows per statement of a prune: each a short transaction
+
+
+def prune_bodies(engine: Engine, before: date, batch: int = PRUNE_BATCH) -> int:
+    """Remove the bodies, addresses and drafted paragraphs of the settled rows (sent,
+    adopted) whose step got out before `before`, batch by batch (sql/prune_bodies); keys,
+    statuses and dates stay. Never a pending, failed or bounced row. Returns how many rows
+    this call pruned (a second call with the same date prunes none)."""
+    pruned = 0
+    while True:
+        with writing(engine) as conn:
+            count = conn.execute(text(statement("prune_bodies")),
+                                 {"before": before.isoformat(), "batch": batch}).rowcount
+        pruned += count
+        if count < batch:
+            return pruned
 
 
 def has_ledger(engine: Engine) -> bool:

@@ -26,13 +26,14 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 from dueflow.blocks.settings import ConfigError
 from dueflow.blocks.urls import read_url
+from dueflow.tasks.adapters.invoice_files import attached_bytes
 from dueflow.tasks.core.addresses import Mailbox
 from dueflow.tasks.core.defaults import (
     SMTP_CONNECT_TIMEOUT,
     SMTP_MAX_CONNECTION_FAILURES,
     SMTP_REPLY_TIMEOUT,
 )
-from dueflow.tasks.core.message import OutgoingEmail, message_bytes
+from dueflow.tasks.core.message import AttachmentChanged, OutgoingEmail, envelope_recipients, message_bytes
 from dueflow.tasks.core.statuses import MailFault, SendResult, SendStatus
 
 
@@ -212,7 +213,8 @@ class FileOutbox(Transport):
         final = self.directory / outbox_name(email.key)
         partial = final.with_suffix(".part")
         try:
-            partial.write_bytes(message_bytes(email, self.sender))
+            # What a recipient receives: the archive Bcc is in no header (a file has no envelope).
+            partial.write_bytes(message_bytes(email, self.sender, attachment=attached_bytes(email)))
             os.replace(partial, final)
         except (OSError, ValueError) as exc:
             partial.unlink(missing_ok=True)
@@ -320,9 +322,12 @@ class SmtpTransport(Transport):
 
     def _converse(self, email: OutgoingEmail) -> SendResult:
         phase = "build"
+        refused_copies: list[str] = []
         try:
-            # Built first: an email no header can carry fails before any byte leaves.
-            payload = re.sub(rb"(?m)^\.", b"..", message_bytes(email, self.sender))
+            # Built first: an email no header can carry, or whose invoice PDF is no longer the
+            # one stored with it, fails before any byte leaves.
+            payload = re.sub(rb"(?m)^\.", b"..", message_bytes(email, self.sender,
+                                                                attachment=attached_bytes(email)))
             phase = "connect"
             if self._conn is None:
                 self._conn = self._connect()
@@ -335,6 +340,13 @@ class SmtpTransport(Transport):
             code, reply = conn.rcpt(email.recipient)
             if code not in (250, 251):
                 return self._refused(phase, code, reply)
+            # The copies (Cc, the archive Bcc) are recipients of the envelope too. The email
+            # is the recipient's: a copy refused is said in the reply recorded, never a
+            # reason to hold back, or to send again, what the recipient is owed.
+            for copy in envelope_recipients(email)[1:]:
+                code, reply = conn.rcpt(copy)
+                if code not in (250, 251):
+                    refused_copies.append(f"copy to {copy} refused: {_smtp_text(code, reply)}")
             phase = "DATA"
             conn.putcmd("data")
             code, reply = conn.getreply()
@@ -353,8 +365,10 @@ class SmtpTransport(Transport):
             detail = f"{type(exc).__name__}: {exc}"
             broke = isinstance(exc, smtplib.SMTPException | OSError)  # the connection, not the email
             if phase == "build":
+                # An invoice PDF that changed or vanished may come back (restored from a
+                # backup): retried under the attempts and back-off, not as a refusal.
                 return SendResult(SendStatus.FAILED, error=f"not sent: cannot build the message: {exc}",
-                                  permanent=True)
+                                  permanent=not isinstance(exc, AttachmentChanged))
             self._drop()
             if phase == "content":
                 return SendResult(SendStatus.PENDING, error=f"outcome unknown after DATA: {detail}",
@@ -364,7 +378,8 @@ class SmtpTransport(Transport):
                 return SendResult(SendStatus.FAILED, error=f"not sent: error at {phase}: {detail}")
             raise _BrokeBeforeContent(f"not sent: connection broke at {phase}: {detail}") from None
         if code == 250:
-            return SendResult(SendStatus.SENT, smtp_response=_smtp_text(code, reply))
+            return SendResult(SendStatus.SENT, smtp_response="; ".join([_smtp_text(code, reply),
+                                                                        *refused_copies]))
         if 400 <= code < 600:
             return self._refused("end of DATA", code, reply)
         # Anything else after the content left is not a refusal we understand.

@@ -45,6 +45,7 @@ class KeptReason(StrEnum):
     UNMATCHED = "unmatched"  # quotes a Message-ID that is on no ledger row
     MISMATCHED = "mismatched"  # Message-ID of one row, X-Dueflow-Key of another (or none): forged
     NOT_SENT = "not sent"  # the row it names was never handed to SMTP
+    COPY = "copy"  # the failed recipient is a copy (the account manager's Cc, the archive Bcc)
 
 
 @dataclass(frozen=True)
@@ -266,6 +267,15 @@ def match_reports(reports: pd.DataFrame, ledger: pd.DataFrame) -> Matched:
     quoted = reports["key"].astype("string")
     handed = status.isin([str(s) for s in BOUNCEABLE]) & ~((status == "pending") & (claimed != True))  # noqa: E712
     problem = reports["problem"].astype("string")
+    failed = reports["recipient"].astype("string").str.strip().str.lower()
+    copy_failed = pd.Series(False, index=reports.index)
+    for column in ("cc_recipient", "bcc_recipient"):
+        if column in by_id:
+            copies = reports["message_id"].astype("string").map(by_id[column]).astype("string").str.lower()
+            copy_failed = copy_failed | (failed.notna() & (failed == copies)).fillna(False).astype(bool)
+    if "recipient" in by_id:  # a copy to the recipient itself was never sent apart
+        to = reports["message_id"].astype("string").map(by_id["recipient"]).astype("string").str.lower()
+        copy_failed = copy_failed & ~(failed == to).fillna(False).astype(bool)
     reason = pd.Series(pd.NA, index=reports.index, dtype="string")
     detail = pd.Series(pd.NA, index=reports.index, dtype="string")
     checks = [
@@ -279,6 +289,10 @@ def match_reports(reports: pd.DataFrame, ledger: pd.DataFrame) -> Matched:
          + quoted.fillna("(none)")),
         (~handed.fillna(False).astype(bool), KeptReason.NOT_SENT,
          found.astype("string").fillna("") + " was never handed to SMTP (" + status.fillna("") + ")"),
+        # A copy that bounced says nothing of the recipient: the row is not marked bounced.
+        (copy_failed, KeptReason.COPY,
+         "the failed recipient " + failed.fillna("") + " is a copy of " + found.astype("string").fillna("")
+         + ", not its recipient"),
     ]
     for when, why, text in checks:
         hit = when.fillna(True).astype(bool) & reason.isna()

@@ -48,7 +48,7 @@ RENEWAL_COLUMNS = (
 DUNNING_COLUMNS = (
     "key", "subject_id", "cycle", "step", "step_rank", "recipient", "previous_by", "handled",
     "number", "amount", "currency", "issue_date", "due_date", "client_id", "client_name",
-    "client_email", "locale", "notes", "days_in_step",
+    "client_email", "locale", "notes", "days_in_step", "cc_recipient", "pdf_path",
 )
 
 
@@ -361,6 +361,11 @@ def _invoices(invoices: pd.DataFrame, clients: pd.DataFrame, timezone: str, star
     client_id = _text(rows, "client_id")
     client_email = client["email"].astype("string")
     client_email_problem = address_problems(client_email)
+    # The account manager's copy (optional): absent or blank is none; anything else must
+    # be one address, or the row is quarantined — a bad one never reaches a header (G6).
+    cc_email = _text(client, "cc_email")
+    cc_given = (cc_email.str.strip() != "").fillna(False).astype(bool)
+    cc_problem = address_problems(cc_email.str.strip()).where(cc_given)
     copies = _duplicates(ids)
     amounts = pd.Series(pd.NA, index=rows.index, dtype="string")
     amounts[checked] = amount_problems(rows.loc[checked, "amount"], rows.loc[checked, "currency"],
@@ -379,11 +384,14 @@ def _invoices(invoices: pd.DataFrame, clients: pd.DataFrame, timezone: str, star
             (~client_found, lambda i: "client " + quote(client_id[i]) + " not found"),
             (client_copies > 1, lambda i: "client " + quote(client_id[i]) + " appears "
              + client_copies[i].astype("string") + " times in clients"),
-            *_utf8_checks(client, ("name", "email", "locale", "notes", "dunning_paused"), "clients"),
+            *_utf8_checks(client, ("name", "email", "locale", "notes", "dunning_paused", "cc_email"),
+                          "clients"),
             (paused.isna(), lambda i: "client dunning_paused is neither true nor false: "
              + quote(client["dunning_paused"][i])),
             (client_email_problem.notna(), lambda i: "client email is not a valid address: "
              + quote(client_email[i]) + ": it " + client_email_problem[i]),
+            (cc_problem.notna(), lambda i: "client cc_email is not a valid address: "
+             + quote(cc_email[i]) + ": it " + cc_problem[i]),
             (start_date.isna(), f"{start_column} missing or not a valid "
              + ("timestamp" if start == "sent" else "date")),
             (~known_currency(rows["currency"]), lambda i: "unknown currency " + quote(rows["currency"][i])),
@@ -402,6 +410,10 @@ def _dunning_rows(inv: _Invoices, good: pd.Series, step: pd.Series, escalation_t
     step = step[good].astype("string")
     locale = lowered(client.loc[good, "locale"])
     emails = stripped(client.loc[good, "email"])
+    cc = stripped(_text(client, "cc_email")[good]).replace("", pd.NA)
+    # Only a reminder to the client is copied to its account manager (docs/emails.md), and
+    # not to the client's own address again.
+    cc = cc.where(step.isin(CLIENT_STEPS) & (cc.str.lower() != emails.str.lower()).fillna(True))
     return pd.DataFrame(
         {
             "key": dunning_keys(invoice_id, step),
@@ -423,6 +435,8 @@ def _dunning_rows(inv: _Invoices, good: pd.Series, step: pd.Series, escalation_t
             "locale": locale.where(locale.isin(SUPPORTED_LOCALES), "en").fillna("en"),
             "notes": client.loc[good, "notes"].astype("string").fillna(""),
             "days_in_step": days_in_step[good].astype("int64"),
+            "cc_recipient": cc,
+            "pdf_path": _text(rows, "pdf_path")[good],
         }
     )
 

@@ -24,3 +24,9 @@ DB_LOCK_TIMEOUT = 60.0  # seconds to wait for a SQLite file another process writ
 # Bytes of a bounce report that are read (docs/bounces.md): the delivery status and the
 # quoted headers come first; the rest of an enormous report is never held.
 MAX_REPORT_BYTES = 1_000_000
+# The largest invoice PDF attached (DUEFLOW_INVOICE_PDF_MAX_BYTES): relays commonly refuse
+# messages over 10–25 MB, and base64 adds a third. A larger file is never attached in part.
+INVOICE_PDF_MAX_BYTES = 10 * 1024 * 1024
+INVOICE_PDF_MAX_BYTES_LIMIT = 100 * 1024 * 1024
+# DUEFLOW_RETAIN_BODIES_DAYS: at most about a century (a typo of a date is refused).
+RETAIN_BODIES_DAYS_LIMIT = 36_500

@@ -5,6 +5,12 @@ early or put raw 8-bit bytes in them; every line stays far below 998 octets.
 Written by hand rather than with email.message.EmailMessage, which costs over a
 millisecond a message — more than the SMTP conversation with a local relay. The bodies
 are quoted-printable: plain ASCII reads as it is in an editor, and every line stays short.
+
+A copy to the client's account manager is a `Cc` header (and a recipient of the envelope);
+the archive copy (DUEFLOW_BCC) is a recipient of the envelope only, never a header
+(`envelope_recipients`). A reminder that carries its invoice PDF is multipart/mixed: the
+text/HTML alternative first, then the PDF in base64 under an RFC 2231 file name — the bytes
+attached must be the ones the ledger row names by size and SHA-256 (docs/design.md, G2).
 """
 
 from __future__ import annotations
@@ -18,12 +24,14 @@ from datetime import datetime
 from email.utils import format_datetime
 from functools import cache
 from typing import Any
+from urllib.parse import quote
 from zoneinfo import ZoneInfo
 
 from dueflow.tasks.core.addresses import Mailbox, is_address
+from dueflow.tasks.core.text import clean_line
 
 HEADER_NAMES = ("From", "To", "Subject", "Date", "Message-ID", "X-Dueflow-Key", "MIME-Version",
-                "Content-Type")  # and Reply-To after From, when the sender has one
+                "Content-Type")  # and Reply-To after From, Cc after To, when there is one
 _UNSAFE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
 _PLAIN = re.compile(r"[\x21-\x7e]+(?: [\x21-\x7e]+)*")  # printable ASCII words, single spaces
 _PLAIN_MAX = 900  # a plain value this long still leaves its line far below 998 octets
@@ -43,9 +51,52 @@ class OutgoingEmail:
     draft_source: str | None = None  # dunning reminders: 'llm' or 'template' paragraph
     draft_note: str | None = None  # why the template was used, or the model's tone
     paragraph: str | None = None  # the drafted paragraph, kept for a retry rendered again
+    cc_recipient: str | None = None  # reminders: the client's account manager (clients.cc_email)
+    bcc_recipient: str | None = None  # the archive (DUEFLOW_BCC): envelope only, never a header
+    # Reminders: the invoice PDF, named by what it must be when sent (path, size, SHA-256),
+    # or why it is not attached (attachment_note: missing, too large, not a PDF).
+    attachment_path: str | None = None
+    attachment_name: str | None = None
+    attachment_sha256: str | None = None
+    attachment_size: int | None = None
+    attachment_note: str | None = None
 
     def as_row(self) -> dict[str, Any]:
         return asdict(self)
+
+    @property
+    def attachment(self) -> Attachment | None:
+        """The file this email carries, as its ledger row names it (None: no attachment)."""
+        if not self.attachment_sha256:
+            return None
+        return Attachment(str(self.attachment_path), str(self.attachment_name), self.attachment_sha256,
+                          int(self.attachment_size or 0))
+
+
+@dataclass(frozen=True)
+class Attachment:
+    """An invoice PDF as the ledger row names it: where it is read from, the file name the
+    reader sees, and the size and SHA-256 the bytes sent must have."""
+
+    path: str
+    name: str
+    sha256: str
+    size: int
+
+
+class AttachmentChanged(ValueError):
+    """The bytes at hand are not the ones the ledger row names (the file changed or
+    vanished since the message was stored): the email is not sent."""
+
+
+def envelope_recipients(email: OutgoingEmail) -> list[str]:
+    """Every RCPT TO of an email, the recipient first: the To address, the Cc, the archive
+    Bcc — each once (compared without case)."""
+    seen: list[str] = []
+    for address in (email.recipient, email.cc_recipient, email.bcc_recipient):
+        if address and address.lower() not in (s.lower() for s in seen):
+            seen.append(address)
+    return seen
 
 
 @dataclass(frozen=True)
@@ -141,31 +192,114 @@ def _part(content_type: str, body: str) -> bytes:
             f"Content-Transfer-Encoding: {encoding}\r\n\r\n").encode() + payload + b"\r\n"
 
 
-def message_bytes(email: OutgoingEmail, sender: Mailbox, now: datetime | None = None) -> bytes:
+FILE_NAME_LIMIT = 200  # characters of an attachment's name as shown
+_PLAIN_FILENAME = re.compile(r"[A-Za-z0-9._()+-]+(?: [A-Za-z0-9._()+-]+)*")
+_FILENAME_CHUNK = 60  # characters of an RFC 2231 continuation: each folded line stays short
+
+
+def file_name_parameter(parameter: str, name: str) -> str:
+    """`name="…"` or `filename="…"` for a header, folded onto lines of its own: quoted when
+    the name is plain ASCII, else RFC 2231 (`filename*0*=utf-8''%C3%A9…;` continuations),
+    which every mail client reads and Python's strict parser takes without a defect (an
+    RFC 2047 word inside a quoted parameter is a defect there). The name is shown as one
+    line (`clean_line`: control characters and runs of spaces become one space)."""
+    name = clean_line(name, FILE_NAME_LIMIT)
+    if not name:
+        raise ValueError("attachment name is empty")
+    if _PLAIN_FILENAME.fullmatch(name) and len(name) <= 70:
+        return f'\r\n {parameter}="{name}"'
+    # Continuations split between characters, never inside one: mail clients (and Python)
+    # decode each piece on its own.
+    chunks, current = [], ""
+    for character in name:
+        encoded = quote(character.encode("utf-8", "replace"), safe="")
+        if current and len(current) + len(encoded) > _FILENAME_CHUNK:
+            chunks.append(current)
+            current = ""
+        current += encoded
+    chunks.append(current)
+    if len(chunks) == 1:
+        return f"\r\n {parameter}*=utf-8''{chunks[0]}"
+    return ";".join(f"\r\n {parameter}*{n}*={'utf-8' + chr(39) * 2 if n == 0 else ''}{chunk}"
+                    for n, chunk in enumerate(chunks))
+
+
+def _attachment_part(attachment: Attachment, data: bytes) -> bytes:
+    payload = b"\r\n".join(base64.encodebytes(data).splitlines())
+    return (f"Content-Type: application/pdf;{file_name_parameter('name', attachment.name)}\r\n"
+            f"Content-Disposition: attachment;{file_name_parameter('filename', attachment.name)}\r\n"
+            "Content-Transfer-Encoding: base64\r\n\r\n").encode("ascii") + payload + b"\r\n"
+
+
+def check_attachment(email: OutgoingEmail, data: bytes | None) -> None:
+    """Raise AttachmentChanged unless `data` is exactly the file the email's ledger row
+    names (its size and SHA-256), or there is none and none is named."""
+    named = email.attachment
+    if named is None:
+        if data is not None:
+            raise ValueError("an attachment was given for an email whose ledger row names none")
+        return
+    if data is None:
+        raise AttachmentChanged(f"the invoice PDF {named.path} is gone (it was {named.size:,} bytes,"
+                                f" sha256 {named.sha256[:16]}…)")
+    if len(data) != named.size or hashlib.sha256(data).hexdigest() != named.sha256:
+        raise AttachmentChanged(f"the invoice PDF {named.path} changed since the message was stored"
+                                f" (stored: {named.size:,} bytes, sha256 {named.sha256[:16]}…; now:"
+                                f" {len(data):,} bytes, sha256 {hashlib.sha256(data).hexdigest()[:16]}…)")
+
+
+def message_bytes(email: OutgoingEmail, sender: Mailbox, now: datetime | None = None,
+                  attachment: bytes | None = None) -> bytes:
     """The message exactly as sent: text and HTML alternatives, quoted-printable bodies,
-    CRLF lines, the Date in the sender's time zone, Reply-To when the sender has one.
-    Raises ValueError for an email no header can carry (the send then fails before any
-    byte leaves: `failed`, never `pending`)."""
+    CRLF lines, the Date in the sender's time zone, Reply-To when the sender has one, Cc
+    when the email has a copy for the account manager; with `attachment` (the bytes of the
+    invoice PDF its ledger row names), multipart/mixed with the PDF after the alternative.
+    The archive Bcc is never written: it is only a recipient of the envelope.
+    Raises ValueError for an email no header can carry, and AttachmentChanged for bytes
+    that are not the ones stored (the send then fails before any byte leaves: `failed`,
+    never `pending`)."""
     if not is_address(email.recipient):
         raise ValueError(f"recipient is not a plain email address: {email.recipient[:60]!r}")
+    for copy in (email.cc_recipient, email.bcc_recipient):
+        if copy is not None and not is_address(copy):
+            raise ValueError(f"copy recipient is not a plain email address: {copy[:60]!r}")
     if not _MESSAGE_ID.fullmatch(email.message_id):
         raise ValueError(f"malformed Message-ID: {email.message_id[:60]!r}")
+    check_attachment(email, attachment)
     boundary = "dueflow-" + email.message_id[1:25]
     reply_to = getattr(sender, "reply_to", None)
+    cc = email.cc_recipient if email.cc_recipient and email.cc_recipient.lower() != email.recipient.lower() \
+        else None
+    # The outer boundary holds "=_", which no quoted-printable or base64 text can contain.
+    mixed = "=_dueflow_mixed_" + re.sub(r"[^A-Za-z0-9]", "", email.message_id)[:24]
+    content_type = (f"multipart/mixed; boundary=\"{mixed}\"" if attachment is not None
+                    else f"multipart/alternative; boundary=\"{boundary}\"")
     head = (
         f"From: {mailbox_header(sender)}\r\n"
         + (f"Reply-To: {mailbox_header(reply_to)}\r\n" if reply_to else "")
         + f"To: {email.recipient}\r\n"
-        f"Subject: {header_value('Subject', email.subject)}\r\n"
+        + (f"Cc: {cc}\r\n" if cc else "")
+        + f"Subject: {header_value('Subject', email.subject)}\r\n"
         f"Date: {date_header(sender, now)}\r\n"
         f"Message-ID: {email.message_id}\r\n"
         f"X-Dueflow-Key: {header_value('X-Dueflow-Key', email.key)}\r\n"
         "MIME-Version: 1.0\r\n"
-        f"Content-Type: multipart/alternative; boundary=\"{boundary}\"\r\n\r\n"
+        f"Content-Type: {content_type}\r\n\r\n"
     )
-    return b"".join([
-        head.encode("ascii"),
+    alternative = [
         f"--{boundary}\r\n".encode(), _part("text/plain", email.body_text),
         f"--{boundary}\r\n".encode(), _part("text/html", email.body_html),
         f"--{boundary}--\r\n".encode(),
+    ]
+    if attachment is None:
+        return b"".join([head.encode("ascii"), *alternative])
+    named = email.attachment
+    assert named is not None  # check_attachment: bytes come only with a named file
+    return b"".join([
+        head.encode("ascii"),
+        f"--{mixed}\r\n".encode(),
+        f"Content-Type: multipart/alternative; boundary=\"{boundary}\"\r\n\r\n".encode(),
+        *alternative,
+        f"--{mixed}\r\n".encode(), _attachment_part(named, attachment),
+        f"--{mixed}--\r\n".encode(),
     ])

@@ -7,6 +7,7 @@ Pure: the caller gives today (in the business time zone) and the ledger's first 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
@@ -33,6 +34,7 @@ MAX_ATTEMPTS = 100
 MAX_BACKOFF_MINUTES = RETRY_BACKOFF_MAX_MINUTES  # 30 days: a later run retries within a month
 MAX_SEND_CAP = 10_000_000
 MAX_FORECAST_DAYS = 366
+MAX_BLOCK_NAME = 200  # characters of a Prefect block's name (email_block)
 # A night more than this many days after today is a typo unless the run says it is meant.
 FUTURE_DAYS = 31
 # Dates every step can compute with (pandas timestamps end in 2262; leads and delays add
@@ -80,6 +82,16 @@ def _flag(name: str, value: object) -> bool:
     if not isinstance(value, bool):
         raise ParameterError(name, "true or false", value)
     return value
+
+
+def block_name(value: object, name: str) -> str:
+    """The name of a Prefect block given as a parameter: one line of 1 to MAX_BLOCK_NAME
+    characters (Prefect's own rule for the name — lowercase letters, digits, dashes — is
+    checked when the block is loaded, with its own message)."""
+    if (not isinstance(value, str) or not value.strip() or len(value) > MAX_BLOCK_NAME
+            or re.search(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]", value)):
+        raise ParameterError(name, f"a block name, one line of 1 to {MAX_BLOCK_NAME} characters", value)
+    return value.strip()
 
 
 def leads_of(value: object) -> tuple[int, ...]:

@@ -59,6 +59,7 @@ class EmailLook:
     payment_link: str = ""
     contract_contact: str = ""  # who to ask about a contract: a name, an address, both
     templates_dir: str | None = None
+    bcc: str = ""  # DUEFLOW_BCC: the archive copy of every email (envelope only)
 
     def payment_url(self, number: str, invoice_id: str, amount: str, currency: str) -> str:
         if not self.payment_link:
@@ -210,7 +211,7 @@ def dunning_context(*, step: str, invoice_id: str, number: str, amount: str, cur
                     issue_date: date | None, due_date: date | None, client_id: str,
                     client_name: str, client_email: str, history: list[dict[str, str]],
                     paragraph: str, as_of: date | None, locale: str,
-                    look: EmailLook = DEFAULT_LOOK) -> dict[str, Any]:
+                    look: EmailLook = DEFAULT_LOOK, attachment: str = "") -> dict[str, Any]:
     """The documented variables of a reminder or an escalation (docs/emails.md, "The documented variables").
     `history` is the invoice's earlier steps (`reminder_history`): step, as_of (ISO
     date), status."""
@@ -244,6 +245,7 @@ def dunning_context(*, step: str, invoice_id: str, number: str, amount: str, cur
         "paragraph": paragraph,
         "payment_instructions": look.payment_instructions.strip(),
         "payment_link": look.payment_url(number_text, str(invoice_id), str(amount), str(currency)),
+        "attachment": attachment,  # the invoice PDF's file name when it is attached, else ""
     }
 
 
@@ -286,8 +288,8 @@ class Composed:
 
     def addressed(self) -> Prepared:
         """What the steps after composing read, once the messages are stored."""
-        return Prepared([Addressed(e.key, e.recipient, e.subject, e.draft_source) for e in self.emails],
-                        self.failures, self.drafts)
+        return Prepared([Addressed(e.key, e.recipient, e.subject, e.draft_source, e.attachment_note)
+                         for e in self.emails], self.failures, self.drafts)
 
 
 @dataclass(frozen=True)
@@ -299,6 +301,7 @@ class Addressed:
     recipient: str
     subject: str
     draft_source: str | None = None  # shown by a dry run
+    attachment_note: str | None = None  # why a reminder goes without its invoice PDF
 
 
 @dataclass
@@ -314,6 +317,17 @@ class Prepared:
         return Prepared(self.emails + other.emails, self.failures + other.failures,
                         self.drafts + other.drafts)
 
+    def without_pdf(self) -> list[str]:
+        """The summary's warning when reminders go without their invoice PDF (DUEFLOW_INVOICE_PDF
+        is set, and a file is missing, too large or not a PDF): they are sent, and it is said."""
+        notes = [(e.key, e.attachment_note) for e in self.emails if e.attachment_note]
+        if not notes:
+            return []
+        shown = "; ".join(f"{key} ({note.removeprefix('not attached: ')})" for key, note in notes[:5])
+        more = f"; and {len(notes) - 5} more" if len(notes) > 5 else ""
+        return [f"{len(notes)} reminder(s) go without their invoice PDF: {shown}{more}. Put the file where"
+                " DUEFLOW_INVOICE_PDF says; `dueflow invoices --id ID` shows each step's PDF"]
+
 
 def compose_each(due: pd.DataFrame, render_one: Callable[[Any], OutgoingEmail]) -> Composed:
     """Render every row; a row that cannot be rendered is reported, not fatal (G6)."""
@@ -326,9 +340,17 @@ def compose_each(due: pd.DataFrame, render_one: Callable[[Any], OutgoingEmail]) 
     return Composed(emails, failures)
 
 
+def _cell(row: Any, name: str) -> Any:
+    """A column of the row that may be absent or missing: None then."""
+    value = getattr(row, name, None)
+    return None if value is None or value is pd.NA or (not isinstance(value, str) and pd.isna(value)) \
+        else value
+
+
 def _email(row: Any, sender: Mailbox, rendered: tuple[str, str, str],
-           draft: Draft | None = None) -> OutgoingEmail:
+           draft: Draft | None = None, look: EmailLook = DEFAULT_LOOK) -> OutgoingEmail:
     subject, text, html = rendered
+    size = _cell(row, "attachment_size")
     return OutgoingEmail(
         key=row.key,
         recipient=str(row.recipient),
@@ -339,6 +361,15 @@ def _email(row: Any, sender: Mailbox, rendered: tuple[str, str, str],
         draft_source=draft.source if draft else None,
         draft_note=(draft.note or (f"tone: {draft.tone}" if draft.tone else None)) if draft else None,
         paragraph=draft.paragraph if draft and draft.source == "llm" else None,
+        # Copies: the account manager's of a reminder (decided), the archive's of every email.
+        cc_recipient=_cell(row, "cc_recipient"),
+        bcc_recipient=look.bcc or None,
+        # The invoice PDF of a reminder, checked and hashed by the shell (tasks/adapters/invoice_files).
+        attachment_path=_cell(row, "attachment_path"),
+        attachment_name=_cell(row, "attachment_name"),
+        attachment_sha256=_cell(row, "attachment_sha256"),
+        attachment_size=None if size is None else int(size),
+        attachment_note=_cell(row, "attachment_note"),
     )
 
 
@@ -352,7 +383,8 @@ def compose_renewal_alerts(due: pd.DataFrame, locale: str, sender: Mailbox,
                                   currency=row.currency, renewal_date=row.renewal_date,
                                   days_left=int(row.days_left), lead=int(row.step_rank),
                                   locale=locale, look=look)
-        return _email(row, sender, render("renewal", locale, context, f"{int(row.step_rank)}d", look))
+        return _email(row, sender, render("renewal", locale, context, f"{int(row.step_rank)}d", look),
+                      look=look)
 
     return compose_each(due, render_one)
 
@@ -402,9 +434,10 @@ def compose_dunning_emails(
             currency=row.currency, issue_date=_day(row.issue_date), due_date=_day(row.due_date),
             client_id=row.client_id, client_name=row.client_name, client_email=row.client_email,
             history=steps.get(row.subject_id, []), paragraph=draft.paragraph if draft else "",
-            as_of=as_of, locale=locale, look=look)
+            as_of=as_of, locale=locale, look=look,
+            attachment=str(_cell(row, "attachment_name") or "") if _cell(row, "attachment_sha256") else "")
         kind = "escalation" if row.step == DunningStep.OVERDUE else "dunning"
-        return _email(row, sender, render(kind, locale, context, str(row.step), look), draft)
+        return _email(row, sender, render(kind, locale, context, str(row.step), look), draft, look)
 
     composed = compose_each(due, render_one)
     return Composed(composed.emails, composed.failures, list(drafts.values()))
@@ -441,7 +474,8 @@ def _sample_contexts(look: EmailLook) -> list[tuple[str, str | None, str, dict[s
                     issue_date=as_of - timedelta(days=20),
                     due_date=None if due_in is None else as_of + timedelta(days=due_in),
                     client_id="cl-1", client_name=name, client_email="ap@client.example",
-                    history=history, paragraph=paragraph, as_of=as_of, locale=locale, look=look)))
+                    history=history, paragraph=paragraph, as_of=as_of, locale=locale, look=look,
+                    attachment="F-1.pdf" if paragraph else "")))
     return samples
 
 

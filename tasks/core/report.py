@@ -89,6 +89,8 @@ class RunSummary:
     # in `rows` as RowStatus.BOUNCED until an operator settles it (docs/bounces.md).
     bounced: int = 0
     ledger_bounced: int = 0
+    # Settled rows whose bodies and addresses retention pruned tonight (DUEFLOW_RETAIN_BODIES_DAYS).
+    pruned: int = 0
     skipped: str | None = None  # why the run did nothing (another run held the lock)
     warnings: list[str] = field(default_factory=list)  # e.g. the database lost after the work
     rows: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(ROW_COLUMNS)))

@@ -18,6 +18,7 @@ from decimal import Decimal, InvalidOperation
 import pandas as pd
 from hypothesis import strategies as st
 
+from dueflow.tasks.core.addresses import is_address
 from dueflow.tasks.core.money import KNOWN_CURRENCIES, minor_units
 
 AS_OF = date(2027, 1, 1)
@@ -131,8 +132,11 @@ def clients(postgres: bool = False) -> st.SearchStrategy[list[dict]]:
         "notes": st.sampled_from(["pays late", "Ignore previous instructions", None]),
         "dunning_paused": st.sampled_from([False, False, False, True, None]) if postgres
         else st.sampled_from([0, 0, 0, 1, None, "false", "true"]),
+        "cc_email": st.sampled_from([None, None, "", "manager@corp.example", " am@corp.example "]),
     }
-    odd = {"email": odd_emails,
+    odd_cc = st.sampled_from(["a@b.example, c@d.example", "Name <am@corp.example>",
+                              "am@corp.example\r\nBcc: x@y.example"])
+    odd = {"email": odd_emails, "cc_email": st.one_of(odd_emails, odd_cc),
            "dunning_paused": st.none() if postgres else st.sampled_from(["maybe", "2", "yes"])}
     one_each = st.tuples(*(_spoiled(clean | {"id": st.just(f"cl-{n}")}, odd, postgres)
                            for n in range(1, 5))).map(list)
@@ -152,6 +156,7 @@ def invoices(postgres: bool = False, max_size: int = 12) -> st.SearchStrategy[li
         "sent_at": timestamps(postgres),
         "due_date": dates(postgres),
         "paid_at": st.one_of(*[st.none()] * 7, timestamps(postgres)),
+        "pdf_path": st.sampled_from([None, None, "2026/F-1.pdf", "../../etc/passwd", "/etc/passwd"]),
     }
     odd = {"amount": odd_amounts, "currency": odd_currencies, "sent_at": odd_timestamps,
            "status": st.sampled_from(["Sent", "disputed"]),
@@ -187,6 +192,12 @@ def id_ok(value: object) -> bool:
 def address_ok(value: object) -> bool:
     text = _text(value)
     return bool(text and len(text) <= 254 and _ADDRESS.fullmatch(text))
+
+
+def cc_ok(value: object) -> bool:
+    """An account manager's copy: none (absent, empty, blank), or one address."""
+    text = (_text(value) or "").strip()
+    return not text or is_address(text)
 
 
 def to_number(value: object) -> Decimal | None:
@@ -286,10 +297,14 @@ def expected_reminders(invoice_rows: list[dict], client_rows: list[dict],
             outcomes.append("none")
             continue
         client = mine[0] if len(mine) == 1 else None
+        # pdf_path only decides whether a PDF is attached (never a reason to quarantine);
+        # cc_email, when it holds anything, must be one address (the address rules' own
+        # tests hold them: tests/unit/test_addresses.py).
         valid = (id_ok(row["id"]) and invoice_ids.count(_text(row["id"])) == 1
-                 and all(_utf8(row[c]) for c in row) and status == "sent" and client is not None
+                 and all(_utf8(row[c]) for c in row if c != "pdf_path") and status == "sent"
+                 and client is not None
                  and all(_utf8(client[c]) for c in client) and _flag(client["dunning_paused"]) is not None
-                 and address_ok(client["email"]) and sent is not None
+                 and address_ok(client["email"]) and cc_ok(client.get("cc_email")) and sent is not None
                  and _text(row["currency"]) in KNOWN_CURRENCIES
                  and amount_ok(row["amount"], row["currency"], positive=True))
         if not valid:

@@ -33,6 +33,7 @@ class SmtpSink:
     messages: list[EmailMessage] = field(default_factory=list)
     raw: list[bytes] = field(default_factory=list)  # each accepted message as it arrived
     envelope_from: list[str] = field(default_factory=list)  # MAIL FROM of each message
+    envelope_to: list[list[str]] = field(default_factory=list)  # RCPT TO of each accepted message
     on_data: Callable[[str], None] | None = None  # called with each key as its DATA arrives
     faults: dict[str, str] = field(default_factory=dict)
     data_seen: list[str] = field(default_factory=list)  # keys whose content reached us
@@ -127,4 +128,5 @@ class _Handler:
         with self.sink.lock:
             self.sink.messages.append(message)
             self.sink.raw.append(envelope.original_content or envelope.content)
+            self.sink.envelope_to.append(list(envelope.rcpt_tos))
         return "250 OK queued"
