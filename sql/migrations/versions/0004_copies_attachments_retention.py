@@ -4,13 +4,13 @@ the file name its reader sees, its size and its SHA-256 (stored before sending, 
 why it is not attached; and when a settled row's bodies and addresses were pruned
 (`dueflow prune`), its key, status and dates kept for ever (G1).
 
-Revision ID: 0005
+Revision ID: 0004
 Revises: 0003
 """
 
 from alembic import op
 
-revision = "0005"
+revision = "0004"
 down_revision = "0003"
 branch_labels = None
 depends_on = None
