@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from dueflow.tasks.core.addresses import address_problem, address_problems, parse_mailbox, valid_email
 from dueflow.tasks.core.decide import due_renewal_alerts
+from tests import examples
 from tests.unit.test_renewal_rule import contracts_frame
 
 REFUSED = {  # the finding's addresses, and why each is refused
@@ -60,14 +61,14 @@ ADDRESSY = st.text(alphabet=string.ascii_letters[:6] + string.digits[:3] + ".@=?
                    max_size=30)
 
 
-@settings(max_examples=600)
+@settings(max_examples=examples(200), deadline=None)
 @given(ADDRESSY | st.emails())
 def test_anything_accepted_is_what_python_reads_as_one_plain_address(value):
     if address_problem(value) is None:
         assert _python_reads(value), value
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(100), deadline=None)
 @given(st.emails())
 def test_valid_addresses_are_accepted_unless_a_stricter_rule_names_why(value):
     problem = address_problem(value)
@@ -77,7 +78,7 @@ def test_valid_addresses_are_accepted_unless_a_stricter_rule_names_why(value):
             "xn--" in domain.lower()) or not domain.isascii(), (value, problem)
 
 
-@settings(max_examples=200)
+@settings(max_examples=examples(60), deadline=None)
 @given(st.lists(ADDRESSY | st.emails() | st.none(), max_size=20))
 def test_the_column_rule_is_the_one_value_rule(values):
     column = address_problems(pd.Series(values, dtype=object))

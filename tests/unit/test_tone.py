@@ -16,6 +16,7 @@ from dueflow.tasks.core import tone
 from dueflow.tasks.core.llm_guard import validate_paragraph
 from dueflow.tasks.core.tone import Rule, judge, normalise
 from dueflow.tasks.core.tone_words import CATEGORIES, PHRASES, STEP_PHRASES, VOCABULARY
+from tests import examples
 from tests.helpers.llm_rows import GOOD, SPANISH, facts
 
 # The 18 paragraphs of issue 24 as the model wrote them to a new user's server. The first
@@ -245,7 +246,7 @@ BENIGN = [(text, locale, label.split("/")[0]) for locale in ("en", "es")
           for label, text in load("benign", locale)]
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(case=st.sampled_from(RED_TEAM), disguises=st.lists(st.sampled_from(sorted(DISGUISES)), max_size=3),
        step=st.sampled_from(["REMINDED_1", "REMINDED_2"]))
 def test_any_red_team_paragraph_in_any_disguise_is_refused(case, disguises, step):
@@ -255,7 +256,7 @@ def test_any_red_team_paragraph_in_any_disguise_is_refused(case, disguises, step
     assert not judge(text, locale, step).accepted
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(80), deadline=None)
 @given(case=st.sampled_from(BENIGN), name=st.sampled_from(["fullwidth", "mathematical", "newlines"]))
 def test_folding_disguises_do_not_change_a_verdict(case, name):
     # What NFKC and whitespace collapsing undo changes nothing: same verdict, same text.
@@ -266,7 +267,7 @@ def test_folding_disguises_do_not_change_a_verdict(case, name):
         assert disguised.text == plain.text
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(120), deadline=None)
 @given(text=st.text(min_size=0, max_size=300), locale=st.sampled_from(["en", "es"]))
 def test_anything_accepted_is_plain_prose_and_judged_the_same_again(text, locale):
     verdict = judge(text, locale, "REMINDED_2")
@@ -276,7 +277,7 @@ def test_anything_accepted_is_plain_prose_and_judged_the_same_again(text, locale
         assert judge(verdict.text, locale, "REMINDED_2") == verdict
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(120), deadline=None)
 @given(words=st.lists(st.sampled_from(sorted(set().union(*CATEGORIES["en"].values()))), min_size=1,
                       max_size=3),
        at=st.integers(min_value=0, max_value=12))
