@@ -25,6 +25,8 @@ def test_sigkill_mid_delivery_loses_nothing_and_sends_nothing_twice(cli_env, db_
                                            set(smtp_sink.keys()))
 
 
+# One backend: test_prefect_lost's Ctrl-C interrupts a SQLite night the same way.
+@pytest.mark.parametrize("db_url", [pytest.param("postgresql", marks=pytest.mark.pg)], indirect=True)
 def test_sigint_stops_handing_emails_to_smtp_within_a_second(cli_env, db_url, smtp_sink, tmp_path):
     expected = due_contracts(db_url, 60)
     smtp_sink.delay = 0.1
