@@ -307,15 +307,15 @@ def measure_shape(label: str, url: str, as_of: date, runs: int, env: dict[str, s
                          MAIL_FROM, ESCALATION_TO, "[15, 30, 60]", "[7, 5, 7]"], dueflow_env)
             out[night]["naive"].append(run.__dict__)
             log(f"{label} {night:6} naive   {run.seconds:7.2f} s  RSS {run.rss_mb:6.0f} MB")
-    if profile_dir:  # the nothing-new night under cProfile, imports included
+    if profile_dir:  # the first and the nothing-new night under cProfile, imports included
         reset_ledgers(url)
         day = night_dates(as_of)
-        timed([dueflow_bin(), "run", "--as-of", day["first"].isoformat()], dueflow_env)
         profile_dir.mkdir(parents=True, exist_ok=True)
-        path = profile_dir / f"nothing_new_{label}.prof"
-        timed([sys.executable, "-m", "bench.profile_run", str(path), "run", "--as-of",
-               day["again"].isoformat()], dueflow_env)
-        log(f"{label}: profile of the nothing-new night in {path} (and .txt)")
+        for night, name in (("first", "first"), ("again", "nothing_new")):
+            path = profile_dir / f"{name}_{label}.prof"
+            timed([sys.executable, "-m", "bench.profile_run", str(path), "run", "--as-of",
+                   day[night].isoformat()], dueflow_env)
+            log(f"{label}: profile of the {night} night in {path} (and .txt)")
     return out
 
 
@@ -370,7 +370,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--naive", action="store_true", 
                         help="also the heavier per-row script (bench/naive.py)")
     parser.add_argument("--only", choices=("seeds", "dueflow"), default="", help="run one side only")
-    parser.add_argument("--profile-dir", default=None, help="cProfile the nothing-new night into this folder")
+    parser.add_argument("--profile-dir", default=None,
+                        help="cProfile the first and the nothing-new night into this folder")
     parser.add_argument("--as-of", type=date.fromisoformat, default=AS_OF)
     parser.add_argument("--tree", default=None,
                         help="a directory holding another dueflow tree as dueflow/ (e.g. the code before a"
