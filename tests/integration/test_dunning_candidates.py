@@ -121,7 +121,7 @@ def night(decision) -> tuple:
             Counter(zip(decision.quarantined["source_id"], decision.quarantined["reason"], strict=True)))
 
 
-@settings(max_examples=examples(80), deadline=None,
+@settings(max_examples=examples(40), deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(scenario=scenarios())
 @pytest.mark.pg

@@ -111,7 +111,7 @@ def full_extract(url: str, dialect: str, params: dict) -> pd.DataFrame:
     return frame
 
 
-@settings(max_examples=examples(60), deadline=None,
+@settings(max_examples=examples(30), deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(scenario=scenarios())
 @pytest.mark.pg
