@@ -21,7 +21,7 @@ from tests.helpers import hostile
 SENDER = Mailbox("alerts@corp.example", "Équipe Finanzas, S.A.")
 CONTRACT_COLUMNS = ["id", "vendor", "title", "amount", "currency", "renewal_date", "notify_email",
                     "status"]
-CLIENT_COLUMNS = ["id", "name", "email", "locale", "notes", "dunning_paused"]
+CLIENT_COLUMNS = ["id", "name", "email", "locale", "notes", "dunning_paused", "cc_email"]
 INVOICE_COLUMNS = ["id", "client_id", "number", "amount", "currency", "status", "sent_at",
                    "due_date", "paid_at"]
 EMPTY_RENEWALS = pd.DataFrame(columns=["subject_id", "cycle", "handled_rank"])
