@@ -45,7 +45,11 @@ def assert_well_formed(email: OutgoingEmail) -> None:
     assert b"\n" not in raw.replace(b"\r\n", b"") and b"\r" not in raw.replace(b"\r\n", b"")
     message = message_from_bytes(raw, policy=policy.strict)
     assert not message.defects
-    assert list(message.keys()) == list(HEADER_NAMES)
+    expected = list(HEADER_NAMES)
+    if email.cc_recipient:  # the account manager's copy, after To
+        expected.insert(expected.index("To") + 1, "Cc")
+        assert [a.addr_spec for a in message["Cc"].addresses] == [email.cc_recipient]
+    assert list(message.keys()) == expected
     assert str(message["Subject"]) == email.subject
     assert str(message["X-Dueflow-Key"]) == email.key
     assert [a.addr_spec for a in message["To"].addresses] == [email.recipient]
