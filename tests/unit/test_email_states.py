@@ -39,7 +39,8 @@ def compose(step: str, locale: str, due_in: int, history: list[tuple[str, int, s
         "due_date": AS_OF + timedelta(days=due_in), "client_id": "cl-5", "client_name": client,
         "client_email": "payables@contoso.example", "locale": locale, "notes": None,
         "recipient": "collections@harbour.example" if step == "OVERDUE" else "payables@contoso.example"}])
-    steps = pd.DataFrame([{"subject_id": "inv-108", "step": s, "step_rank": {"REMINDED_1": 1, "REMINDED_2": 2}[s],
+    ranks = {"REMINDED_1": 1, "REMINDED_2": 2}
+    steps = pd.DataFrame([{"subject_id": "inv-108", "step": s, "step_rank": ranks[s],
                            "as_of": (AS_OF - timedelta(days=ago)).isoformat(), "status": status}
                           for s, ago, status in history],
                          columns=["subject_id", "step", "step_rank", "as_of", "status"])
