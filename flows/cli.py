@@ -277,8 +277,10 @@ def cmd_check(args: argparse.Namespace) -> int:
     results = run_checks(on_result=lambda check: print(check.line(), flush=True), sources=args.sources,
                          on_lines=lambda line: print(line, flush=True))
     problems = sum(not check.ok for check in results)
-    print(f"{len(results) - problems} ok, {problems} problem(s)" if problems else
-          f"all {len(results)} checks ok")
+    warnings = sum(check.ok and check.warning for check in results)
+    noted = f", {warnings} warning(s)" if warnings else ""
+    print(f"{len(results) - problems} ok, {problems} problem(s){noted}" if problems else
+          f"all {len(results)} checks ok{noted}")
     return 1 if problems else 0
 
 
@@ -317,15 +319,35 @@ def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
     from dueflow.tasks.adapters.mail import parse_mail_url
     from dueflow.tasks.operations import load_sample_data
 
+    settings = demo_company(settings)
     added = load_sample_data(settings)
     print(f"dueflow demo — database {redact_url(settings.database_url)}, "
           f"mail to {parse_mail_url(settings.mail_url).describe()}")
+    sender = settings.sender()
+    print(f"Emails from {sender.display_name or settings.company_name} <{sender.address}>, replies to"
+          f" {sender.reply_to.address if sender.reply_to else sender.address}, escalations to"
+          f" {settings.escalation_address()}.")
     print(f"{added} sample row(s) added (contracts, clients, invoices); running the nightly flow"
           f" for {settings.today()}…\n")
     code = _run_flow(settings, None, False)
     print(f"\nEmails went to {parse_mail_url(settings.mail_url).describe()}. See `dueflow ledger`"
           " and `dueflow invoices`; run `dueflow demo` again and the ledger sends nothing new.")
     return code
+
+
+def demo_company(settings: Settings) -> Settings:
+    """The demo's settings: the sample company's name, sender, Reply-To, payment
+    instructions and escalation address (sample_data.SAMPLE_COMPANY) for each the
+    environment leaves unset, so that the demo's emails read as a company's would. Set in
+    the environment too: the flow reads its settings there."""
+    from dueflow.tasks.adapters.sample_data import SAMPLE_COMPANY
+
+    if settings.email_block:  # a DueflowEmail block says how this company's emails look
+        return settings
+    for name, value in SAMPLE_COMPANY.items():
+        if not os.environ.get(name):
+            os.environ[name] = value
+    return Settings.from_env()
 
 
 def cmd_ledger(args: argparse.Namespace, settings: Settings) -> int:

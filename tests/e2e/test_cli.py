@@ -50,7 +50,15 @@ def test_demo_runs_then_sends_nothing_new(tmp_path, project_env):
     assert "(6 days ago)" in text["dunning/inv-101/REMINDED_1"]
     assert "lleva 21 días de retraso" in text["dunning/inv-102/REMINDED_2"]
     assert "is now 35 days overdue" in text["dunning/inv-108/OVERDUE"]
-    assert sent["dunning/inv-108/OVERDUE"]["To"] == "collections@example.com"
+    assert sent["dunning/inv-108/OVERDUE"]["To"] == "collections@example.com"  # the environment's wins
+    assert "billed to Contoso Retail" in text["dunning/inv-108/OVERDUE"]
+    # Written as a company writes: a sender and a Reply-To a client can answer, how to pay.
+    reminder = sent["dunning/inv-101/REMINDED_1"]
+    assert reminder["From"] == "Harbour Supplies <billing@harbour-supplies.example>"
+    assert reminder["Reply-To"] == "accounts@harbour-supplies.example"
+    assert "IBAN" in text["dunning/inv-101/REMINDED_1"]
+    assert "Accounts receivable, Harbour Supplies Ltd" in text["dunning/inv-101/REMINDED_1"]
+    assert "replies to accounts@harbour-supplies.example" in first.stdout
 
     second = dueflow("demo", cwd=tmp_path, env=project_env)
     assert second.returncode == 0, second.stderr

@@ -124,3 +124,25 @@ def test_the_escalation_history_says_plainly_what_happened(status, line):
     assert "Second reminder, 26 February 2027: sent" in email.body_text
     assert "not sent by dueflow" not in email.body_text + email.body_html
     assert "Reminders so far" in email.body_html
+
+
+@pytest.mark.parametrize(("env", "warned"), [
+    ({}, "the sender dueflow@localhost is on a local-only domain and DUEFLOW_REPLY_TO is not set"),
+    ({"DUEFLOW_MAIL_FROM": "alerts@mailhost"}, "the sender alerts@mailhost is on a local-only domain"),
+    ({"DUEFLOW_MAIL_FROM": "billing@corp.example", "DUEFLOW_REPLY_TO": "ar@box.local"},
+     "DUEFLOW_REPLY_TO ar@box.local is on a local-only domain"),
+    ({"DUEFLOW_REPLY_TO": "accounts@corp.example"}, None),  # replies reach accounts
+    ({"DUEFLOW_MAIL_FROM": "billing@corp.example"}, None),
+])
+def test_check_warns_about_a_reply_address_no_client_can_reach(env, warned):
+    from dueflow.tasks.check import check_settings
+
+    checks, settings = check_settings({"DUEFLOW_ESCALATION_TO": "c@corp.example", **env})
+    assert settings is not None and all(c.ok for c in checks)  # a warning, not a problem: exit 0
+    [reply] = [c for c in checks if c.item == "reply address"] or [None]
+    if warned is None:
+        assert reply is None
+    else:
+        assert reply.warning and warned in reply.detail
+        assert reply.line().startswith("warning  reply address: ")
+        assert "fix: set DUEFLOW_MAIL_FROM" in reply.line()
