@@ -208,18 +208,19 @@ def nightly_alerts(
     ctx = RunContext(settings, database, delivery, as_of, flow_run.get_id(), params)
     label_run(dry_run, adopt)
     if dry_run or not settings.run_lock:
-        return finish(guarded_run(ctx))
+        return finish(guarded_run(ctx), settings.attention_state)
     warnings: list[str] = []
     with run_lock(database.engine, warnings) as acquired:
         if not acquired:
             logger.warning("another dueflow run is active on this database; exiting")
             return finish(RunSummary(as_of=as_of, dry_run=False, flow_run_id=ctx.flow_run_id,
-                                     skipped="another dueflow run is active on this database"))
+                                     skipped="another dueflow run is active on this database"),
+                          settings.attention_state)
         tag_ledger(ctx)
         summary = guarded_run(ctx)
         warnings += stale_runs(ctx)  # at the end: a run that released the lock has ended by now
     summary.warnings.extend(warnings)
-    return finish(summary)
+    return finish(summary, settings.attention_state)
 
 
 def guarded_run(ctx: RunContext) -> RunSummary:
@@ -272,7 +273,8 @@ def nightly_run(ctx: RunContext) -> RunSummary:
         rows += [job_rows, delivered]
         drafts += composed.drafts
         warnings += composed.without_pdf()
-        facts.append(facts_of(job.name, decision.to_reserve, {e.key: e.subject for e in composed.emails}))
+        facts.append(facts_of(job.name, decision.to_reserve, {e.key: e.subject for e in composed.emails},
+                              decision.quarantined, job.source))
     pruned, retained = retention(ctx)
     summary = report(ctx, concat_rows(rows), drafts, pd.concat(facts, ignore_index=True))  # 6. report
     summary.pruned = pruned
@@ -394,17 +396,20 @@ def stale_runs(ctx: RunContext) -> list[str]:
 
 
 NEEDS_ATTENTION_EVENT = "dueflow.run.needs-attention"
+ATTENTION_STATE_NAME = "Needs attention"
 
 
-def finish(summary: RunSummary) -> State:
-    """The run's final state: Completed, with the counts as its message, named "Needs
-    attention" and announced by an event (NEEDS_ATTENTION_EVENT, docs/operations.md) when something
-    waits for a person. The summary is the state's (persisted) result."""
+def finish(summary: RunSummary, attention_state: str = defaults.ATTENTION_STATE) -> State:
+    """The run's final state, with the counts as its message: Completed; named "Needs
+    attention" and announced by an event (NEEDS_ATTENTION_EVENT, docs/operations.md) when
+    something waits for a person — and of the Failed type (red in the UI, not green) when
+    emails do (failed, pending, bounced), unless DUEFLOW_ATTENTION_STATE=completed. The
+    summary is the state's (persisted) result either way: `state.result(raise_on_failure=False)`."""
     from prefect.events import emit_event
-    from prefect.states import Completed
+    from prefect.states import Completed, Failed
 
     from dueflow.flows.prefect_api import end_if_lost, remember
-    from dueflow.tasks.core.report import attention_payload, needs_person
+    from dueflow.tasks.core.report import attention_payload, emails_need_person, needs_person
 
     remember(summary)  # what the CLI prints if the API is lost before the state is recorded
     log = get_run_logger()
@@ -420,5 +425,7 @@ def finish(summary: RunSummary) -> State:
             payload=attention_payload(summary),
         )
     end_if_lost(summary)  # a command whose API is gone prints the summary and ends here
+    if attention and attention_state == "failed" and emails_need_person(summary):
+        return Failed(message=summary.headline(), data=summary, name=ATTENTION_STATE_NAME)
     return Completed(message=summary.headline(), data=summary,
-                     name="Needs attention" if attention else "Completed")
+                     name=ATTENTION_STATE_NAME if attention else "Completed")
