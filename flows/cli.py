@@ -187,12 +187,9 @@ def _run_flow(settings: Settings, as_of: date | None, dry_run: bool, **params: A
 def run_summary(state: State) -> RunSummary:
     """The RunSummary a run's final state holds — Completed, or Failed "Needs attention";
     a run that failed otherwise raises what it raised."""
-    from dueflow.tasks.core.report import RunSummary
+    from dueflow.tasks.core.report import summary_of
 
-    result = state.result(raise_on_failure=False)
-    if isinstance(result, RunSummary):
-        return result
-    return cast("RunSummary", state.result())  # raises the run's exception
+    return summary_of(state)
 
 
 def _print_summary(summary: RunSummary, temporary: bool, interrupted: Callable[[], bool]) -> int:

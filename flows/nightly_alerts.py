@@ -14,7 +14,7 @@ from uuid import UUID
 from prefect import State, flow, get_run_logger
 from prefect.runtime import flow_run
 from prefect.task_runners import ThreadPoolTaskRunner
-from pydantic import Field
+from pydantic import Field, WithJsonSchema
 from pydantic.fields import FieldInfo
 
 from dueflow.blocks.settings import ConfigError, Settings
@@ -48,9 +48,16 @@ Delays = Annotated[list[int], _shown(minItems=P.DUNNING_STEP_COUNT, maxItems=P.D
     "type": "integer", "minimum": 1, "maximum": P.MAX_DELAY_DAYS})]
 Attempts = Annotated[int, _shown(minimum=1, maximum=P.MAX_ATTEMPTS)]
 Backoff = Annotated[int, _shown(minimum=0, maximum=P.MAX_BACKOFF_MINUTES)]
-SendCap = Annotated[int | None, _shown(minimum=0, maximum=P.MAX_SEND_CAP)]
+# The optional parameters are shown as a plain field, left empty for None: their schema is
+# the value's alone (an `anyOf` with null makes the run form offer a "date | None" switch
+# and say 'Property is type "None"'). The values are still checked as annotated, and by
+# tasks/core/parameters.py.
+AsOf = Annotated[date | None, WithJsonSchema({"type": "string", "format": "date"})]
+SendCap = Annotated[int | None, WithJsonSchema({"type": "integer", "minimum": 0, "maximum": P.MAX_SEND_CAP})]
 Start = Annotated[str, _shown(enum=list(P.DUNNING_STARTS))]
-EmailBlock = Annotated[str | None, _shown(maxLength=P.MAX_BLOCK_NAME)]
+EmailBlock = Annotated[str | None, WithJsonSchema({"type": "string", "maxLength": P.MAX_BLOCK_NAME})]
+# adopt is a one-time take-over, never a night's setting: the form says so in its title.
+Adopt = Annotated[bool, _shown(title="adopt — one-time take-over: sends nothing")]
 
 
 def with_email_block(settings: Settings, email_block: str | None) -> Settings:
@@ -133,7 +140,7 @@ def check_night(settings: Settings, as_of: date | None, dry_run: bool, params: d
       # Prefect's annotation is invariant in the future type its own runner returns:
       task_runner=ThreadPoolTaskRunner(max_workers=DELIVERY_WORKERS))  # type: ignore[arg-type]
 def nightly_alerts(
-    as_of: date | None = None,
+    as_of: AsOf = None,
     dry_run: bool = False,
     renewal_leads: Leads = list(defaults.RENEWAL_LEADS),  # noqa: B006 - Prefect copies it
     renewal_locale: Locale = "en",
@@ -142,7 +149,7 @@ def nightly_alerts(
     retry_max_attempts: Attempts = defaults.RETRY_MAX_ATTEMPTS,
     retry_backoff_minutes: Backoff = defaults.RETRY_BACKOFF_MINUTES,
     send_cap: SendCap = None,
-    adopt: bool = False,
+    adopt: Adopt = False,
     allow_any_as_of: bool = False,
     email_block: EmailBlock = None,
 ) -> State:
@@ -151,8 +158,8 @@ def nightly_alerts(
     escalation to a colleague) for unpaid invoices.
 
     Args:
-        as_of: The business day to run for. Empty means today in the business time zone
-            (DUEFLOW_TIMEZONE); a past day catches up a missed night.
+        as_of: The business day to run for, as YYYY-MM-DD. Leave it empty for today in the
+            business time zone (DUEFLOW_TIMEZONE); a past day catches up a missed night.
         dry_run: Decide and render on the same code path, but write nothing and send
             nothing; the result lists what would be sent.
         renewal_leads: Days before a contract's renewal date on which its owner is alerted,
@@ -167,8 +174,10 @@ def nightly_alerts(
         retry_backoff_minutes: Minutes to wait after a failed attempt before the next.
         send_cap: At most this many new emails per job in this run, most urgent first;
             the rest wait for a later run. Empty means no cap.
-        adopt: Record everything due as already handled and send nothing: for taking
-            over existing data without mailing it all at once.
+        adopt: ONE-TIME TAKE-OVER, not for a nightly run: records everything due on as_of
+            as already handled and sends nothing, so that dueflow starts on existing data
+            without mailing it all at once (the same as `dueflow adopt`; try it with dry_run
+            first). Leave it off.
         allow_any_as_of: Take an as_of more than 31 days after today or before the ledger's
             first night (a backfill, a test on dates of its own); otherwise such a night is
             refused as a likely typo (docs/parameters.md).
@@ -404,12 +413,12 @@ def finish(summary: RunSummary, attention_state: str = defaults.ATTENTION_STATE)
     attention" and announced by an event (NEEDS_ATTENTION_EVENT, docs/operations.md) when
     something waits for a person — and of the Failed type (red in the UI, not green) when
     emails do (failed, pending, bounced), unless DUEFLOW_ATTENTION_STATE=completed. The
-    summary is the state's (persisted) result either way: `state.result(raise_on_failure=False)`."""
+    summary is in the state's (persisted) result either way: `report.summary_of(state)`."""
     from prefect.events import emit_event
     from prefect.states import Completed, Failed
 
     from dueflow.flows.prefect_api import end_if_lost, remember
-    from dueflow.tasks.core.report import attention_payload, emails_need_person, needs_person
+    from dueflow.tasks.core.report import NeedsAttention, attention_payload, emails_need_person, needs_person
 
     remember(summary)  # what the CLI prints if the API is lost before the state is recorded
     log = get_run_logger()
@@ -426,6 +435,8 @@ def finish(summary: RunSummary, attention_state: str = defaults.ATTENTION_STATE)
         )
     end_if_lost(summary)  # a command whose API is gone prints the summary and ends here
     if attention and attention_state == "failed" and emails_need_person(summary):
-        return Failed(message=summary.headline(), data=summary, name=ATTENTION_STATE_NAME)
+        # A Failed state's data is what a call raises: NeedsAttention, holding the summary.
+        return Failed(message=summary.headline(), data=NeedsAttention(summary.headline(), summary),
+                      name=ATTENTION_STATE_NAME)
     return Completed(message=summary.headline(), data=summary,
                      name=ATTENTION_STATE_NAME if attention else "Completed")

@@ -155,6 +155,36 @@ class RunSummary:
                 f"{self.quarantined} quarantined.")
 
 
+class NeedsAttention(Exception):
+    """What the Failed "Needs attention" state of a run carries (DUEFLOW_ATTENTION_STATE=failed,
+    the default): emails wait for a person. Its message is the headline and `summary` the
+    RunSummary — calling the flow in Python raises it; `summary_of(state)` reads either kind
+    of final state."""
+
+    def __init__(self, headline: str, summary: RunSummary) -> None:
+        super().__init__(headline)
+        self.summary = summary
+
+    def __reduce__(self) -> tuple[Any, tuple[str, RunSummary]]:
+        return NeedsAttention, (str(self), self.summary)
+
+
+def summary_of(outcome: Any) -> RunSummary:
+    """The RunSummary of a nightly run's final state (Completed, or Failed "Needs
+    attention"), or of what calling it raised or returned; anything else a run failed with
+    is raised as it was (`run_deployment(...).state`, `nightly_alerts(return_state=True)`)."""
+    if isinstance(outcome, RunSummary):
+        return outcome
+    if isinstance(outcome, NeedsAttention):
+        return outcome.summary
+    if hasattr(outcome, "result"):  # a Prefect State
+        result = outcome.result(raise_on_failure=False)
+        if isinstance(result, RunSummary | NeedsAttention):
+            return summary_of(result)
+        outcome.result()  # raises what the run failed with
+    raise TypeError(f"not the outcome of a nightly run: {type(outcome).__name__}")
+
+
 class _Deflated:
     """A write-only file whose content is compressed as it is written."""
 
