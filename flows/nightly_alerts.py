@@ -48,14 +48,15 @@ Delays = Annotated[list[int], _shown(minItems=P.DUNNING_STEP_COUNT, maxItems=P.D
     "type": "integer", "minimum": 1, "maximum": P.MAX_DELAY_DAYS})]
 Attempts = Annotated[int, _shown(minimum=1, maximum=P.MAX_ATTEMPTS)]
 Backoff = Annotated[int, _shown(minimum=0, maximum=P.MAX_BACKOFF_MINUTES)]
-# The optional parameters are shown as a plain field, left empty for None: their schema is
-# the value's alone (an `anyOf` with null makes the run form offer a "date | None" switch
-# and say 'Property is type "None"'). The values are still checked as annotated, and by
-# tasks/core/parameters.py.
-AsOf = Annotated[date | None, WithJsonSchema({"type": "string", "format": "date"})]
-SendCap = Annotated[int | None, WithJsonSchema({"type": "integer", "minimum": 0, "maximum": P.MAX_SEND_CAP})]
+# as_of is shown as a plain text field, empty for today: its schema is a string's alone (an
+# `anyOf` with null makes the run form offer a "date | None" switch and say 'Property is
+# type "None"'), whose default in the form is "" (a null there is refused by the form and by
+# the server). The flow reads "" and None as today, and checks a date with
+# tasks/core/parameters.py (`as_of_of`).
+AsOf = Annotated[date | str | None, WithJsonSchema({"type": "string", "default": "", "maxLength": 10})]
+SendCap = Annotated[int | None, _shown(minimum=0, maximum=P.MAX_SEND_CAP)]
 Start = Annotated[str, _shown(enum=list(P.DUNNING_STARTS))]
-EmailBlock = Annotated[str | None, WithJsonSchema({"type": "string", "maxLength": P.MAX_BLOCK_NAME})]
+EmailBlock = Annotated[str | None, _shown(maxLength=P.MAX_BLOCK_NAME)]
 # adopt is a one-time take-over, never a night's setting: the form says so in its title.
 Adopt = Annotated[bool, _shown(title="adopt — one-time take-over: sends nothing")]
 
@@ -100,6 +101,17 @@ def checked_parameters(**raw: object) -> RunParameters:
         raise ConfigError(str(exc)) from None
 
 
+def checked_date(as_of: date | str | None) -> date | None:
+    """The as_of parameter as a date, None for today: the run form gives text ("" when left
+    empty), a Python call a date or None. A text that is not a date is one ConfigError line."""
+    from dueflow.tasks.core.parameters import ParameterError, as_of_of
+
+    try:
+        return as_of_of(as_of)
+    except ParameterError as exc:
+        raise ConfigError(str(exc)) from None
+
+
 def checked_as_of(as_of: date | None, settings: Settings, engine: Engine, allow_any: bool) -> date:
     """The night to run: today in the business time zone when empty; otherwise refused (one
     ConfigError) when it is more than 31 days ahead or before the ledger's first night,
@@ -140,7 +152,7 @@ def check_night(settings: Settings, as_of: date | None, dry_run: bool, params: d
       # Prefect's annotation is invariant in the future type its own runner returns:
       task_runner=ThreadPoolTaskRunner(max_workers=DELIVERY_WORKERS))  # type: ignore[arg-type]
 def nightly_alerts(
-    as_of: AsOf = None,
+    as_of: AsOf = "",
     dry_run: bool = False,
     renewal_leads: Leads = list(defaults.RENEWAL_LEADS),  # noqa: B006 - Prefect copies it
     renewal_locale: Locale = "en",
@@ -207,6 +219,7 @@ def nightly_alerts(
     # Every source relation found and every statement of the night planned, and dueflow's
     # own tables writable, before the first write: a shape dueflow cannot read is one line.
     database = db.open_database(settings)
+    as_of = checked_date(as_of)
     if as_of is None:
         logger.info("as_of empty: running for %s, today in %s", settings.today(), settings.timezone)
     as_of = checked_as_of(as_of, settings, database.engine, allow_any_as_of)

@@ -26,8 +26,9 @@ SUMMARY_TYPES = {"job": "string", "key": "string", "status": "string", "party": 
                  "reference": "string", "subject": "string", "amount": "Float64", "currency": "string",
                  "date": "datetime64[ns]", "recipient": "string", "detail": "string", "retry": "bool"}
 SUMMARY_COLUMNS = tuple(SUMMARY_TYPES)
-# The table artifact: what a person scans first (status, who, what, amount, date), then why.
-TABLE_COLUMNS = ("status", "who", "what", "amount", "date", "detail", "job", "key")
+# The table artifact: what a person scans first (status, who, what, amount, date), then why,
+# the email's subject, and the ledger's words.
+TABLE_COLUMNS = ("status", "who", "what", "amount", "date", "detail", "subject", "job", "key")
 
 
 def key_rows(job: str | pd.Series, frame: pd.DataFrame, status: RowStatus | pd.Series | Sequence[RowStatus],
@@ -302,18 +303,19 @@ def table_rows(summary: RunSummary, limit: int) -> pd.DataFrame:
 
 
 def shown_rows(rows: pd.DataFrame) -> pd.DataFrame:
-    """Summary rows as a person reads them (TABLE_COLUMNS): who, what — the email's subject,
-    or what a quarantined source row is — money as the emails write it, the date; None where
-    nothing is known."""
+    """Summary rows as a person reads them (TABLE_COLUMNS): who, what — the contract or
+    invoice, or what a quarantined source row is — money as the emails write it, the date;
+    None where nothing is known. Short columns first: the subject (which repeats who, what
+    and when) comes after the detail."""
     rows = typed_rows(rows).reset_index(drop=True)
-    # A quarantined row has no email: what the source row is stands in for one.
-    what = rows["subject"].fillna(rows["reference"]).fillna(rows["key"])
+    what = rows["reference"].fillna(rows["subject"]).fillna(rows["key"])
     detail = rows["detail"].fillna("")
     detail = detail.mask(rows["retry"], "retry of an earlier run: " + detail)
     table = pd.DataFrame({
         "status": rows["status"], "who": rows["party"], "what": what,
         "amount": money_texts(rows["amount"], rows["currency"]).mask(lambda m: m == ""),
-        "date": rows["date"].dt.strftime("%Y-%m-%d"), "detail": detail, "job": rows["job"],
+        "date": rows["date"].dt.strftime("%Y-%m-%d"), "detail": detail, "subject": rows["subject"],
+        "job": rows["job"],
         "key": rows["key"],
     }).reindex(columns=TABLE_COLUMNS)
     return table.astype(object).where(table.notna(), None)
@@ -424,13 +426,14 @@ def markdown(summary: RunSummary, limit: int = 50) -> str:
     done = listed[listed["status"].isin((RowStatus.SENT, RowStatus.WOULD_SEND))]
     if not done.empty:
         heading = "Would be sent" if summary.dry_run else "Sent"
-        lines += [f"## {heading}", "", "| who | subject | amount | date | to |", "|---|---|---|---|---|"]
+        lines += [f"## {heading}", "", "| who | what | amount | date | to | subject |",
+                  "|---|---|---|---|---|---|"]
         first = done.head(limit).reset_index(drop=True)
         for row, to in zip(shown_rows(first).itertuples(index=False), first["recipient"], strict=True):
             lines.append(f"| {_cell(row.who)} | {_cell(row.what)} | {_cell(row.amount)} | {_cell(row.date)} "
-                         f"| {_cell(to)} |")
+                         f"| {_cell(to)} | {_cell(row.subject)} |")
         if len(done) > limit:
-            lines.append(f"| … | {len(done) - limit} more | | | |")
+            lines.append(f"| … | {len(done) - limit} more | | | | |")
         lines.append("")
     if not summary.unsettled.empty:
         lines += ["## Unsettled in the ledger (all runs, oldest first)", "",

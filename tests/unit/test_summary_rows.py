@@ -90,5 +90,6 @@ def test_the_table_artifact_reads_status_who_what_amount_date():
     assert by_key.loc["contracts/c-11", "what"] == "contract c-11: Lab equipment"  # not a bare key
     umbrella = table[table["who"] == "Umbrella"].iloc[0]
     assert (umbrella["status"], umbrella["amount"], umbrella["date"]) == ("failed", "£2,100.00", "2027-01-31")
+    assert (umbrella["what"], umbrella["subject"]) == ("Cleaning services", "Contract renews")
     assert table["status"].iloc[0] == "failed"  # what needs a person first
     assert "already handled" not in set(table["status"])
