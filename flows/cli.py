@@ -297,9 +297,10 @@ def forecast_table(rows: pd.DataFrame, width: int) -> list[str]:
     cells = [[*map(str, row[:5]), str(m), str(row[5])] for row, m in zip(
         shown.loc[:, columns].itertuples(index=False, name=None), money, strict=True)]
     header = ["night", "job", "step", "recipient", "name", "amount", "subject"]
-    fixed = [max([len(header[i])] + [len(r[i]) for r in cells]) for i in (0, 1, 2, 5)]
-    caps = [None, None, None, 28, 20, None, max(30, width - sum(fixed) - 28 - 20 - 2 * 6)]
-    return wrapped_table(header, cells, caps)
+    widest = [max([len(header[i])] + [len(r[i]) for r in cells]) for i in range(len(header) - 1)]
+    caps: list[int | None] = [None, None, None, min(widest[3], 28), min(widest[4], 20), None]
+    taken = sum(w if cap is None else cap for w, cap in zip(widest, caps, strict=True)) + 2 * 6
+    return wrapped_table(header, cells, [*caps, max(20, width - taken)])
 
 
 def cmd_check(args: argparse.Namespace) -> int:

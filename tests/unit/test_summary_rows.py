@@ -93,3 +93,14 @@ def test_the_table_artifact_reads_status_who_what_amount_date():
     assert (umbrella["what"], umbrella["subject"]) == ("Cleaning services", "Contract renews")
     assert table["status"].iloc[0] == "failed"  # what needs a person first
     assert "already handled" not in set(table["status"])
+
+
+def test_terminal_tables_wrap_whole_words_within_their_caps():
+    from dueflow.tasks.core.text import wrapped_table
+
+    subject = "Payment reminder: invoice 2026-0101 (€1,450.00) is 2 days overdue"
+    lines = wrapped_table(["status", "subject"], [["sent", subject], ["failed", "short"]], [None, 20])
+    assert all(len(line) <= len("failed") + 2 + 20 for line in lines), lines
+    assert " ".join(" ".join(lines).split()).count("overdue") == 1  # no 'overd' + 'ue'
+    assert set(subject.split()) <= set(" ".join(lines).split())
+    assert lines[0].startswith("status") and lines[1].startswith("sent    Payment reminder:")
