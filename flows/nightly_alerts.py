@@ -170,8 +170,8 @@ def nightly_alerts(
     escalation to a colleague) for unpaid invoices.
 
     Args:
-        as_of: The business day to run for, as YYYY-MM-DD. Leave it empty for today in the
-            business time zone (DUEFLOW_TIMEZONE); a past day catches up a missed night.
+        as_of: The business day to run for, as YYYY-MM-DD; a past day catches up a missed
+            night. Leave it empty for today in the business time zone (DUEFLOW_TIMEZONE).
         dry_run: Decide and render on the same code path, but write nothing and send
             nothing; the result lists what would be sent.
         renewal_leads: Days before a contract's renewal date on which its owner is alerted,
@@ -295,7 +295,9 @@ def nightly_run(ctx: RunContext) -> RunSummary:
         rows += [job_rows, delivered]
         drafts += composed.drafts
         warnings += composed.without_pdf()
-        facts.append(facts_of(job.name, decision.to_reserve, {e.key: e.subject for e in composed.emails},
+        # What a person knows each due key by (summary.rows); keys settled by earlier runs
+        # are read without their text (sql/extract_contracts): nothing is known of them.
+        facts.append(facts_of(job.name, decision.due, {e.key: e.subject for e in composed.emails},
                               decision.quarantined, job.source))
     pruned, retained = retention(ctx)
     summary = report(ctx, concat_rows(rows), drafts, pd.concat(facts, ignore_index=True))  # 6. report

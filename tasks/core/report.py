@@ -77,7 +77,8 @@ class RunSummary:
     contract or invoice; for a quarantined row, what the source row is), subject, amount
     (a number) and currency, date (the renewal or due date), recipient, detail (SMTP
     reply, error or quarantine reason) and retry (True for an earlier row attempted
-    again). Keys handled by earlier runs carry no party, amount or date."""
+    again). Keys handled by earlier runs, rows of earlier runs retried tonight and bounced
+    rows carry no party, amount or date (the night reads only what its emails need)."""
 
     as_of: date
     dry_run: bool
