@@ -205,7 +205,8 @@ def dueflow_cli(monkeypatch, capsys, prefect_server, tmp_path) -> Callable[..., 
     from dueflow.flows.cli import main
 
     def run(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> CliResult:
-        for name in [n for n in os.environ if n.startswith("DUEFLOW_") and n != "DUEFLOW_ALLOW_ANY_AS_OF"]:
+        kept = ("DUEFLOW_ALLOW_ANY_AS_OF", "DUEFLOW_ATTENTION_STATE")  # the session's, above
+        for name in [n for n in os.environ if n.startswith("DUEFLOW_") and n not in kept]:
             monkeypatch.delenv(name)
         for name, value in (env or {}).items():
             if name != "PYTHONPATH":
