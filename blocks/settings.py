@@ -135,6 +135,10 @@ class Settings:
     bounce_url: str | None = field(default=None, repr=False)  # DUEFLOW_BOUNCE_URL: may hold a password
     bounce_address: str | None = None  # DUEFLOW_BOUNCE_ADDRESS
     bounce_block: str | None = None
+    # DUEFLOW_ATTENTION_STATE: the state type of a run whose emails need a person (failed,
+    # pending, bounced): "failed" (default, red in the UI) or "completed" (green, as before);
+    # named "Needs attention" either way (docs/operations.md, "Needs attention").
+    attention_state: str = defaults.ATTENTION_STATE
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -173,6 +177,7 @@ class Settings:
             bounce_url=(env.get("DUEFLOW_BOUNCE_URL") or "").strip() or None,
             bounce_address=(env.get("DUEFLOW_BOUNCE_ADDRESS") or "").strip() or None,
             bounce_block=(env.get("DUEFLOW_BOUNCE_BLOCK") or "").strip() or None,
+            attention_state=_attention_state(env),
         )
         from dueflow.blocks.urls import read_url
 
@@ -399,6 +404,16 @@ def _email_from_env(env: Mapping[str, str]) -> dict[str, Any]:
 
 
 _SCHEMA_NAME = re.compile(r"[^\x00-\x1f\x7f]{1,63}")
+
+
+def _attention_state(env: Mapping[str, str]) -> str:
+    raw = (env.get("DUEFLOW_ATTENTION_STATE") or "").strip()
+    if not raw:
+        return defaults.ATTENTION_STATE
+    if raw.lower() not in defaults.ATTENTION_STATES:
+        raise ConfigError(f"DUEFLOW_ATTENTION_STATE={raw!r} is not one of"
+                          f" {', '.join(defaults.ATTENTION_STATES)}")
+    return raw.lower()
 
 
 def _schema_name(env: Mapping[str, str], name: str) -> str | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -15,8 +16,10 @@ from typing import TYPE_CHECKING, Any, cast
 from dueflow.blocks.settings import ConfigError, Settings, redact_url
 
 if TYPE_CHECKING:
+    from prefect import State
     from sqlalchemy import Engine
 
+    from dueflow.tasks.core.frames import pd
     from dueflow.tasks.core.report import RunSummary
     from dueflow.tasks.ledger_export import Format
 
@@ -167,8 +170,11 @@ def _run_flow(settings: Settings, as_of: date | None, dry_run: bool, **params: A
             if _COMMAND:  # the API lost: the summary is printed as the night ends (finish)
                 prefect_api.end_when_lost(lambda summary: _print_summary(summary, True, interrupted))
             try:
-                # The flow ends in a State (its run form's annotation); a call returns its result.
-                summary = cast("RunSummary", nightly_alerts(as_of=as_of, dry_run=dry_run, **params))
+                # The flow ends in a State (its run form's annotation), Failed "Needs attention"
+                # when emails wait for a person: its result is the summary all the same.
+                state = cast("State", nightly_alerts(as_of=as_of, dry_run=dry_run, return_state=True,
+                                                     **params))
+                summary = run_summary(state)
             except Exception as exc:
                 summary = _after_lost_api(exc)
     except prefect_api.TemporaryServerDidNotStart:
@@ -178,22 +184,32 @@ def _run_flow(settings: Settings, as_of: date | None, dry_run: bool, **params: A
     return _print_summary(summary, temporary, interrupted)
 
 
+def run_summary(state: State) -> RunSummary:
+    """The RunSummary a run's final state holds — Completed, or Failed "Needs attention";
+    a run that failed otherwise raises what it raised."""
+    from dueflow.tasks.core.report import summary_of
+
+    return summary_of(state)
+
+
 def _print_summary(summary: RunSummary, temporary: bool, interrupted: Callable[[], bool]) -> int:
     """The night's summary on the terminal; the command's exit code."""
     from dueflow.tasks.core.llm_guard import OFF_NOTE
-    from dueflow.tasks.core.report import text_table
+    from dueflow.tasks.core.report import left_out, text_table
+    from dueflow.tasks.core.statuses import RowStatus
 
     if not temporary and (url := run_url(summary.flow_run_id)):  # the temporary server is gone
         print(f"Flow run in the Prefect UI: {url}")
     if summary.skipped:
         print(summary.headline())
         return 0
-    if not summary.rows.empty:
-        print(text_table(summary.rows))
+    listed = summary.rows[summary.rows["status"] != RowStatus.ALREADY_HANDLED]
+    if not listed.empty:
+        print(text_table(listed))
         print()
     print(summary.headline())
-    counts = "  ".join(f"{k.replace('_', ' ')}: {v}" for k, v in summary.counts().items() if v)
-    print(counts or "nothing was due")
+    for line in left_out(summary):
+        print(line)
     usage = summary.llm_usage()
     llm_was_on = not summary.drafts.empty and (summary.drafts["note"] != OFF_NOTE).any()
     if llm_was_on:
@@ -251,13 +267,8 @@ def cmd_forecast(args: argparse.Namespace, settings: Settings) -> int:
     if rows.empty:
         print(f"No email would go out in the {args.days} night(s) from {first}.")
     else:
-        shown = rows.astype(object).where(rows.notna(), "")
-        columns = ["night", "job", "step", "recipient", "name", "amount", "currency", "subject"]
-        cells = [columns] + [[str(v)[:60] for v in row]
-                             for row in shown.loc[:, columns].itertuples(index=False)]
-        widths = [max(len(r[i]) for r in cells) for i in range(len(columns))]
-        for row in cells:
-            print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+        for line in forecast_table(rows, shutil.get_terminal_size((120, 24)).columns):
+            print(line)
         jobs = rows["job"].value_counts()
         print(f"\n{len(rows)} email(s) in the {args.days} night(s) from {first}"
               f" (renewal: {jobs.get('renewal', 0)}, dunning: {jobs.get('dunning', 0)}).")
@@ -271,14 +282,37 @@ def cmd_forecast(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def forecast_table(rows: pd.DataFrame, width: int) -> list[str]:
+    """The forecast as a terminal table `width` columns wide: money as the emails write it,
+    and the address, name and subject wrapped at whole words to fit."""
+    from dueflow.tasks.core.frames import pd
+    from dueflow.tasks.core.money import money_texts
+    from dueflow.tasks.core.text import wrapped_table
+
+    shown = rows.astype(object).where(rows.notna(), "")
+    amount = pd.to_numeric(rows["amount"], errors="coerce")
+    written = rows["amount"].astype("string").fillna("")
+    money = money_texts(amount, rows["currency"].astype("string")).where(amount.notna(), written)
+    columns = ["night", "job", "step", "recipient", "name", "subject"]
+    cells = [[*map(str, row[:5]), str(m), str(row[5])] for row, m in zip(
+        shown.loc[:, columns].itertuples(index=False, name=None), money, strict=True)]
+    header = ["night", "job", "step", "recipient", "name", "amount", "subject"]
+    widest = [max([len(header[i])] + [len(r[i]) for r in cells]) for i in range(len(header) - 1)]
+    caps: list[int | None] = [None, None, None, min(widest[3], 28), min(widest[4], 20), None]
+    taken = sum(w if cap is None else cap for w, cap in zip(widest, caps, strict=True)) + 2 * 6
+    return wrapped_table(header, cells, [*caps, max(20, width - taken)])
+
+
 def cmd_check(args: argparse.Namespace) -> int:
     from dueflow.tasks.check import run_checks
 
     results = run_checks(on_result=lambda check: print(check.line(), flush=True), sources=args.sources,
                          on_lines=lambda line: print(line, flush=True))
     problems = sum(not check.ok for check in results)
-    print(f"{len(results) - problems} ok, {problems} problem(s)" if problems else
-          f"all {len(results)} checks ok")
+    warnings = sum(check.ok and check.warning for check in results)
+    noted = f", {warnings} warning(s)" if warnings else ""
+    print(f"{len(results) - problems} ok, {problems} problem(s){noted}" if problems else
+          f"all {len(results)} checks ok{noted}")
     return 1 if problems else 0
 
 
@@ -317,15 +351,35 @@ def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
     from dueflow.tasks.adapters.mail import parse_mail_url
     from dueflow.tasks.operations import load_sample_data
 
+    settings = demo_company(settings)
     added = load_sample_data(settings)
     print(f"dueflow demo — database {redact_url(settings.database_url)}, "
           f"mail to {parse_mail_url(settings.mail_url).describe()}")
+    sender = settings.sender()
+    print(f"Emails from {sender.display_name or settings.company_name} <{sender.address}>, replies to"
+          f" {sender.reply_to.address if sender.reply_to else sender.address}, escalations to"
+          f" {settings.escalation_address()}.")
     print(f"{added} sample row(s) added (contracts, clients, invoices); running the nightly flow"
           f" for {settings.today()}…\n")
     code = _run_flow(settings, None, False)
     print(f"\nEmails went to {parse_mail_url(settings.mail_url).describe()}. See `dueflow ledger`"
           " and `dueflow invoices`; run `dueflow demo` again and the ledger sends nothing new.")
     return code
+
+
+def demo_company(settings: Settings) -> Settings:
+    """The demo's settings: the sample company's name, sender, Reply-To, payment
+    instructions and escalation address (sample_data.SAMPLE_COMPANY) for each the
+    environment leaves unset, so that the demo's emails read as a company's would. Set in
+    the environment too: the flow reads its settings there."""
+    from dueflow.tasks.adapters.sample_data import SAMPLE_COMPANY
+
+    if settings.email_block:  # a DueflowEmail block says how this company's emails look
+        return settings
+    for name, value in SAMPLE_COMPANY.items():
+        if not os.environ.get(name):
+            os.environ[name] = value
+    return Settings.from_env()
 
 
 def cmd_ledger(args: argparse.Namespace, settings: Settings) -> int:

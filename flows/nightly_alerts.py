@@ -14,7 +14,7 @@ from uuid import UUID
 from prefect import State, flow, get_run_logger
 from prefect.runtime import flow_run
 from prefect.task_runners import ThreadPoolTaskRunner
-from pydantic import Field
+from pydantic import Field, WithJsonSchema
 from pydantic.fields import FieldInfo
 
 from dueflow.blocks.settings import ConfigError, Settings
@@ -48,9 +48,17 @@ Delays = Annotated[list[int], _shown(minItems=P.DUNNING_STEP_COUNT, maxItems=P.D
     "type": "integer", "minimum": 1, "maximum": P.MAX_DELAY_DAYS})]
 Attempts = Annotated[int, _shown(minimum=1, maximum=P.MAX_ATTEMPTS)]
 Backoff = Annotated[int, _shown(minimum=0, maximum=P.MAX_BACKOFF_MINUTES)]
+# as_of is shown as a plain text field, empty for today: its schema is a string's alone (an
+# `anyOf` with null makes the run form offer a "date | None" switch and say 'Property is
+# type "None"'), whose default in the form is "" (a null there is refused by the form and by
+# the server). The flow reads "" and None as today, and checks a date with
+# tasks/core/parameters.py (`as_of_of`).
+AsOf = Annotated[date | str | None, WithJsonSchema({"type": "string", "default": "", "maxLength": 10})]
 SendCap = Annotated[int | None, _shown(minimum=0, maximum=P.MAX_SEND_CAP)]
 Start = Annotated[str, _shown(enum=list(P.DUNNING_STARTS))]
 EmailBlock = Annotated[str | None, _shown(maxLength=P.MAX_BLOCK_NAME)]
+# adopt is a one-time take-over, never a night's setting: the form says so in its title.
+Adopt = Annotated[bool, _shown(title="adopt — one-time take-over: sends nothing")]
 
 
 def with_email_block(settings: Settings, email_block: str | None) -> Settings:
@@ -89,6 +97,17 @@ def checked_parameters(**raw: object) -> RunParameters:
 
     try:
         return run_parameters(**raw)
+    except ParameterError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def checked_date(as_of: date | str | None) -> date | None:
+    """The as_of parameter as a date, None for today: the run form gives text ("" when left
+    empty), a Python call a date or None. A text that is not a date is one ConfigError line."""
+    from dueflow.tasks.core.parameters import ParameterError, as_of_of
+
+    try:
+        return as_of_of(as_of)
     except ParameterError as exc:
         raise ConfigError(str(exc)) from None
 
@@ -133,7 +152,7 @@ def check_night(settings: Settings, as_of: date | None, dry_run: bool, params: d
       # Prefect's annotation is invariant in the future type its own runner returns:
       task_runner=ThreadPoolTaskRunner(max_workers=DELIVERY_WORKERS))  # type: ignore[arg-type]
 def nightly_alerts(
-    as_of: date | None = None,
+    as_of: AsOf = "",
     dry_run: bool = False,
     renewal_leads: Leads = list(defaults.RENEWAL_LEADS),  # noqa: B006 - Prefect copies it
     renewal_locale: Locale = "en",
@@ -142,7 +161,7 @@ def nightly_alerts(
     retry_max_attempts: Attempts = defaults.RETRY_MAX_ATTEMPTS,
     retry_backoff_minutes: Backoff = defaults.RETRY_BACKOFF_MINUTES,
     send_cap: SendCap = None,
-    adopt: bool = False,
+    adopt: Adopt = False,
     allow_any_as_of: bool = False,
     email_block: EmailBlock = None,
 ) -> State:
@@ -151,8 +170,8 @@ def nightly_alerts(
     escalation to a colleague) for unpaid invoices.
 
     Args:
-        as_of: The business day to run for. Empty means today in the business time zone
-            (DUEFLOW_TIMEZONE); a past day catches up a missed night.
+        as_of: The business day to run for, as YYYY-MM-DD; a past day catches up a missed
+            night. Leave it empty for today in the business time zone (DUEFLOW_TIMEZONE).
         dry_run: Decide and render on the same code path, but write nothing and send
             nothing; the result lists what would be sent.
         renewal_leads: Days before a contract's renewal date on which its owner is alerted,
@@ -167,8 +186,10 @@ def nightly_alerts(
         retry_backoff_minutes: Minutes to wait after a failed attempt before the next.
         send_cap: At most this many new emails per job in this run, most urgent first;
             the rest wait for a later run. Empty means no cap.
-        adopt: Record everything due as already handled and send nothing: for taking
-            over existing data without mailing it all at once.
+        adopt: ONE-TIME TAKE-OVER, not for a nightly run: records everything due on as_of
+            as already handled and sends nothing, so that dueflow starts on existing data
+            without mailing it all at once (the same as `dueflow adopt`; try it with dry_run
+            first). Leave it off.
         allow_any_as_of: Take an as_of more than 31 days after today or before the ledger's
             first night (a backfill, a test on dates of its own); otherwise such a night is
             refused as a likely typo (docs/parameters.md).
@@ -198,6 +219,7 @@ def nightly_alerts(
     # Every source relation found and every statement of the night planned, and dueflow's
     # own tables writable, before the first write: a shape dueflow cannot read is one line.
     database = db.open_database(settings)
+    as_of = checked_date(as_of)
     if as_of is None:
         logger.info("as_of empty: running for %s, today in %s", settings.today(), settings.timezone)
     as_of = checked_as_of(as_of, settings, database.engine, allow_any_as_of)
@@ -208,18 +230,19 @@ def nightly_alerts(
     ctx = RunContext(settings, database, delivery, as_of, flow_run.get_id(), params)
     label_run(dry_run, adopt)
     if dry_run or not settings.run_lock:
-        return finish(guarded_run(ctx))
+        return finish(guarded_run(ctx), settings.attention_state)
     warnings: list[str] = []
     with run_lock(database.engine, warnings) as acquired:
         if not acquired:
             logger.warning("another dueflow run is active on this database; exiting")
             return finish(RunSummary(as_of=as_of, dry_run=False, flow_run_id=ctx.flow_run_id,
-                                     skipped="another dueflow run is active on this database"))
+                                     skipped="another dueflow run is active on this database"),
+                          settings.attention_state)
         tag_ledger(ctx)
         summary = guarded_run(ctx)
         warnings += stale_runs(ctx)  # at the end: a run that released the lock has ended by now
     summary.warnings.extend(warnings)
-    return finish(summary)
+    return finish(summary, settings.attention_state)
 
 
 def guarded_run(ctx: RunContext) -> RunSummary:
@@ -272,7 +295,10 @@ def nightly_run(ctx: RunContext) -> RunSummary:
         rows += [job_rows, delivered]
         drafts += composed.drafts
         warnings += composed.without_pdf()
-        facts.append(facts_of(job.name, decision.to_reserve, {e.key: e.subject for e in composed.emails}))
+        # What a person knows each due key by (summary.rows); keys settled by earlier runs
+        # are read without their text (sql/extract_contracts): nothing is known of them.
+        facts.append(facts_of(job.name, decision.due, {e.key: e.subject for e in composed.emails},
+                              decision.quarantined, job.source))
     pruned, retained = retention(ctx)
     summary = report(ctx, concat_rows(rows), drafts, pd.concat(facts, ignore_index=True))  # 6. report
     summary.pruned = pruned
@@ -394,17 +420,20 @@ def stale_runs(ctx: RunContext) -> list[str]:
 
 
 NEEDS_ATTENTION_EVENT = "dueflow.run.needs-attention"
+ATTENTION_STATE_NAME = "Needs attention"
 
 
-def finish(summary: RunSummary) -> State:
-    """The run's final state: Completed, with the counts as its message, named "Needs
-    attention" and announced by an event (NEEDS_ATTENTION_EVENT, docs/operations.md) when something
-    waits for a person. The summary is the state's (persisted) result."""
+def finish(summary: RunSummary, attention_state: str = defaults.ATTENTION_STATE) -> State:
+    """The run's final state, with the counts as its message: Completed; named "Needs
+    attention" and announced by an event (NEEDS_ATTENTION_EVENT, docs/operations.md) when
+    something waits for a person — and of the Failed type (red in the UI, not green) when
+    emails do (failed, pending, bounced), unless DUEFLOW_ATTENTION_STATE=completed. The
+    summary is in the state's (persisted) result either way: `report.summary_of(state)`."""
     from prefect.events import emit_event
-    from prefect.states import Completed
+    from prefect.states import Completed, Failed
 
     from dueflow.flows.prefect_api import end_if_lost, remember
-    from dueflow.tasks.core.report import attention_payload, needs_person
+    from dueflow.tasks.core.report import NeedsAttention, attention_payload, emails_need_person, needs_person
 
     remember(summary)  # what the CLI prints if the API is lost before the state is recorded
     log = get_run_logger()
@@ -420,5 +449,9 @@ def finish(summary: RunSummary) -> State:
             payload=attention_payload(summary),
         )
     end_if_lost(summary)  # a command whose API is gone prints the summary and ends here
+    if attention and attention_state == "failed" and emails_need_person(summary):
+        # A Failed state's data is what a call raises: NeedsAttention, holding the summary.
+        return Failed(message=summary.headline(), data=NeedsAttention(summary.headline(), summary),
+                      name=ATTENTION_STATE_NAME)
     return Completed(message=summary.headline(), data=summary,
-                     name="Needs attention" if attention else "Completed")
+                     name=ATTENTION_STATE_NAME if attention else "Completed")

@@ -49,10 +49,12 @@ class Check:
     ok: bool
     detail: str
     fix: str | None = None
+    warning: bool = False  # ok to run, but a person should look (the command still exits 0)
 
     def line(self) -> str:
-        text = f"{'ok' if self.ok else 'problem':<8} {self.item}: {self.detail}"
-        return text + (f" — fix: {self.fix}" if self.fix and not self.ok else "")
+        label = "problem" if not self.ok else "warning" if self.warning else "ok"
+        text = f"{label:<8} {self.item}: {self.detail}"
+        return text + (f" — fix: {self.fix}" if self.fix and (not self.ok or self.warning) else "")
 
 
 def _reason(exc: BaseException) -> str:
@@ -68,7 +70,7 @@ VARIABLES = ("DUEFLOW_DATABASE_URL", "DUEFLOW_MAIL_URL", "DUEFLOW_TIMEZONE", "DU
              "DUEFLOW_SMTP_CONNECT_TIMEOUT", "DUEFLOW_SMTP_REPLY_TIMEOUT", "DUEFLOW_SMTP_MAX_FAILURES",
              "DUEFLOW_SOURCE_SCHEMA", "DUEFLOW_LEDGER_SCHEMA", "DUEFLOW_SOURCES_FILE", "DUEFLOW_BOUNCE_URL",
              "DUEFLOW_BOUNCE_ADDRESS", "DUEFLOW_BCC", "DUEFLOW_INVOICE_PDF", "DUEFLOW_INVOICE_PDF_MAX_BYTES",
-             "DUEFLOW_RETAIN_BODIES_DAYS")
+             "DUEFLOW_RETAIN_BODIES_DAYS", "DUEFLOW_ATTENTION_STATE")
 
 
 def check_settings(env: dict[str, str]) -> tuple[list[Check], Settings | None]:
@@ -87,6 +89,8 @@ def check_settings(env: dict[str, str]) -> tuple[list[Check], Settings | None]:
     escalation = settings.escalation_address()
     checks = [Check("settings", True, f"time zone {settings.timezone} (today {settings.today()}),"
                     f" sender {settings.sender().address}")]
+    if reply := unanswerable_sender(settings):
+        checks.append(reply)
     if escalation is None:
         checks.append(Check("setting DUEFLOW_ESCALATION_TO", False,
                             "not set: OVERDUE escalations are quarantined until it is",
@@ -94,6 +98,32 @@ def check_settings(env: dict[str, str]) -> tuple[list[Check], Settings | None]:
     else:
         checks.append(Check("setting DUEFLOW_ESCALATION_TO", True, f"escalations go to {escalation}"))
     return checks, settings
+
+
+# Domains no client's mail can reach: a reply to them is lost.
+LOCAL_ONLY_DOMAINS = ("localhost", "localdomain", "local", "internal", "invalid", "test", "lan", "home.arpa")
+
+
+def local_only(address: str) -> bool:
+    """Whether the address is on a domain mail from outside cannot reach (`@localhost`,
+    `.local`, a bare host name without a dot)."""
+    domain = address.rpartition("@")[2].strip().lower().rstrip(".")
+    return "." not in domain or domain.endswith(tuple(f".{d}" for d in LOCAL_ONLY_DOMAINS)) or (
+        domain in LOCAL_ONLY_DOMAINS)
+
+
+def unanswerable_sender(settings: Settings) -> Check | None:
+    """A warning when the address a client's reply goes to (DUEFLOW_REPLY_TO, else the
+    sender) is one no client can write to — the reminders say "just reply to this email"."""
+    sender = settings.sender()
+    answer = sender.reply_to.address if sender.reply_to else sender.address
+    if not local_only(answer):
+        return None
+    why = (f"DUEFLOW_REPLY_TO {answer} is on a local-only domain" if sender.reply_to else
+           f"the sender {answer} is on a local-only domain and DUEFLOW_REPLY_TO is not set")
+    return Check("reply address", True, f"{why}: a client who answers a reminder reaches no one",
+                 "set DUEFLOW_MAIL_FROM to your company's address, or DUEFLOW_REPLY_TO to the mailbox"
+                 " that reads the replies (e.g. accounts@yourcompany.example)", warning=True)
 
 
 # -- Prefect ----------------------------------------------------------------------------------

@@ -135,11 +135,12 @@ def compose_and_store(job: NightJob, winners: pd.DataFrame, extracted: dict[str,
     return composed.addressed()
 
 
-@task(name="publish-report", cache_policy=NO_CACHE)
 def publish_report(summary: RunSummary) -> None:
     """A table artifact of this run's rows, what needs attention first, and a markdown
     summary (no secrets in either). A dry run publishes under its own keys, so a preview
-    never becomes the latest production summary."""
+    never becomes the latest production summary. Called by the flow itself, not as a task:
+    the artifacts belong to the flow run (its Artifacts tab lists them under the run, not
+    under a task run)."""
     prefix = "nightly-alerts-dry-run" if summary.dry_run else "nightly-alerts"
     shown = int((summary.rows["status"] != RowStatus.ALREADY_HANDLED).sum())
     table = table_rows(summary, ARTIFACT_ROWS)

@@ -166,10 +166,23 @@ def _renewal_rows(rows: pd.DataFrame, good: pd.Series, renewal: pd.Series, lead:
     )
 
 
-def _quarantine_frame(rows: pd.DataFrame, reason: pd.Series) -> pd.DataFrame:
+def _quarantine_frame(rows: pd.DataFrame, reason: pd.Series, party: pd.Series | None = None,
+                      what: tuple[str, pd.Series, str] | None = None) -> pd.DataFrame:
+    """The bad rows: source_id and reason (what is recorded), and what a person knows the row
+    by — its party (vendor, client) and `reference`: `what` is (noun, detail, joint), e.g.
+    ('contract ', title, ': ') for 'contract c-011: Lab equipment' (the row alone when its
+    detail is missing or blank). Each one line; computed for the bad rows only."""
     bad = reason.notna()
-    return pd.DataFrame({"source_id": _source_ids(rows.loc[bad, "id"]),
-                         "reason": reason[bad]}).reset_index(drop=True)
+    ids = _source_ids(rows.loc[bad, "id"])
+    empty = pd.Series("", index=ids.index, dtype="string")
+    reference = empty
+    if what is not None:
+        noun, detail, joint = what
+        detail = one_line(detail[bad], TEXT_LIMIT).astype("string")
+        reference = (noun + ids).where(detail == "", noun + ids + joint + detail)
+    return pd.DataFrame({"source_id": ids, "reason": reason[bad],
+                         "party": one_line((empty if party is None else party[bad]), TEXT_LIMIT),
+                         "reference": one_line(reference, TEXT_LIMIT)}).reset_index(drop=True)
 
 
 def due_renewal_alerts(
@@ -204,7 +217,8 @@ def due_renewal_alerts(
     # Handled when this lead or a more urgent one of the cycle is already reserved.
     due["handled"] = ~np.isnan(handled_rank) & (handled_rank <= due["step_rank"].to_numpy())
     return Decision(due=due.reset_index(drop=True).loc[:, list(RENEWAL_COLUMNS)],
-                    quarantined=_quarantine_frame(rows, reason))
+                    quarantined=_quarantine_frame(rows, reason, _text(rows, "vendor"),
+                                                  ("contract ", _text(rows, "title"), ": ")))
 
 
 def settled_apart(contracts: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -542,7 +556,8 @@ def due_dunning_steps(
     previous_by = (pd.Timestamp(as_of) - pd.to_timedelta(wait, unit="D")).dt.strftime("%Y-%m-%d")
     decided = _dunning_rows(inv, good, step, escalation_to, previous_by, days_in_step)
     return Decision(due=decided.reset_index(drop=True).loc[:, list(DUNNING_COLUMNS)],
-                    quarantined=_quarantine_frame(rows, reason))
+                    quarantined=_quarantine_frame(rows, reason, _text(inv.client, "name"),
+                                                  ("invoice row ", "no. " + _text(rows, "number"), ", ")))
 
 
 def dunning_steps_for(invoices: pd.DataFrame, clients: pd.DataFrame, keys: pd.DataFrame, as_of: date,

@@ -30,3 +30,6 @@ INVOICE_PDF_MAX_BYTES = 10 * 1024 * 1024
 INVOICE_PDF_MAX_BYTES_LIMIT = 100 * 1024 * 1024
 # DUEFLOW_RETAIN_BODIES_DAYS: at most about a century (a typo of a date is refused).
 RETAIN_BODIES_DAYS_LIMIT = 36_500
+# The state type of a run whose emails need a person (DUEFLOW_ATTENTION_STATE).
+ATTENTION_STATES = ("failed", "completed")
+ATTENTION_STATE = "failed"

@@ -101,12 +101,14 @@ def reminders(rows: pd.DataFrame) -> list[Reminder]:
     return [Reminder.of(row) for row in rows.itertuples(index=False)]
 
 
-def template_paragraph(step: str, locale: str) -> str:
+def template_paragraph(step: str, locale: str, due_state: str = "overdue") -> str:
     """The fallback paragraph (templates/paragraph.STEP.LOCALE.txt): friendly for
-    REMINDED_1, firmer for REMINDED_2; an unknown locale gets English."""
+    REMINDED_1, firmer for REMINDED_2, worded for where the invoice stands (`due_state`:
+    upcoming, today, overdue; compose words it for the run's day); an unknown locale gets
+    English."""
     if step not in DRAFTED_STEPS:
         raise ValueError(f"no reminder paragraph for step {step!r}; use one of {DRAFTED_STEPS}")
-    return render_paragraph(step, supported_locale(locale))
+    return render_paragraph(step, supported_locale(locale), due_state)
 
 
 def template_draft(reminder: Reminder, note: str, usage: tuple[int, int] = (0, 0)) -> Draft:

@@ -196,3 +196,19 @@ def format_money(amount: Decimal | str, currency: str, locale: str) -> str:
     with localcontext() as context:  # room for MAX_DIGITS digits and the currency's decimals
         context.prec = 2 * MAX_DIGITS
         return str(pattern.apply(value, parsed, currency=currency, currency_digits=True))
+
+
+def money_texts(amounts: pd.Series, currencies: pd.Series, locale: str = "en") -> pd.Series:
+    """Amounts (numbers) with their currency as the emails write them (`format_money`):
+    '£2,100.00'; '' where either is missing. For the rows a person is shown (a table's
+    first rows), not a whole night's."""
+    shown = []
+    for amount, currency in zip(amounts.astype(object), currencies.astype(object), strict=True):
+        if amount is None or currency is None or pd.isna(amount) or pd.isna(currency):
+            shown.append("")
+            continue
+        try:
+            shown.append(format_money(Decimal(repr(float(amount))), str(currency), locale))
+        except (ValueError, ArithmeticError):  # a code Babel cannot write: as the data says it
+            shown.append(f"{amount} {currency}")
+    return pd.Series(shown, index=amounts.index, dtype="string")

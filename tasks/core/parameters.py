@@ -126,6 +126,21 @@ def locale_of(value: object) -> str:
     return value
 
 
+def as_of_of(value: object, name: str = "as_of") -> date | None:
+    """The night a run is for: a date, or YYYY-MM-DD text (the run form's plain field);
+    None or empty text means today (decided by the caller)."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    if isinstance(value, date) and not isinstance(value, datetime):
+        return value
+    if isinstance(value, str):
+        try:
+            return date.fromisoformat(value.strip())
+        except ValueError:
+            pass
+    raise ParameterError(name, "a date YYYY-MM-DD, or empty for today", value)
+
+
 def as_of_window(as_of: object, today: date, first_night: date | None, allow_any: bool,
                  name: str = "as_of") -> date:
     """`as_of` if the night is meant: not more than FUTURE_DAYS after today, not before the

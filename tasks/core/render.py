@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import traceback
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import date, timedelta
 from functools import cache
 from typing import TYPE_CHECKING, Any, Literal
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 from dueflow.tasks.core.addresses import Mailbox
 from dueflow.tasks.core.frames import pd
 from dueflow.tasks.core.keys import DunningStep
-from dueflow.tasks.core.locales import DEFAULT_LOCALE, SUPPORTED_LOCALES
+from dueflow.tasks.core.locales import DEFAULT_LOCALE, SUPPORTED_LOCALES, supported_locale
 from dueflow.tasks.core.message import OutgoingEmail, message_id_for
 from dueflow.tasks.core.money import format_money
 from dueflow.tasks.core.statuses import LedgerStatus
@@ -137,9 +137,12 @@ def render(kind: str, locale: str, context: Mapping[str, Any], step: str | None 
     return clean_line(subject, SUBJECT_LIMIT), text, html
 
 
-def render_paragraph(step: str, locale: str) -> str:
-    """The template paragraph of a reminder step (templates/paragraph.STEP.LOCALE.txt)."""
-    return _environment(None).get_template(f"paragraph.{step}.{locale}.txt").render().strip()
+def render_paragraph(step: str, locale: str, due_state: str = "overdue") -> str:
+    """The template paragraph of a reminder step (templates/paragraph.STEP.LOCALE.txt), worded
+    for where the invoice stands on the run's day (`due_state`: upcoming, today, overdue or
+    unknown): a reminder sent before the due date does not read as one about a late invoice."""
+    template = _environment(None).get_template(f"paragraph.{step}.{locale}.txt")
+    return template.render(due_state=due_state).strip()
 
 
 # --------------------------------------------------------------------------- contexts
@@ -176,14 +179,14 @@ _HISTORY_LABELS = {
 }
 _OUTCOMES: dict[str, dict[str, str]] = {
     "en": {LedgerStatus.SENT: "sent",
-           LedgerStatus.ADOPTED: "handled before dueflow took over (not sent by dueflow)",
+           LedgerStatus.ADOPTED: "handled outside dueflow, before it took over",
            LedgerStatus.PENDING: "handed to the mail server, delivery not confirmed",
-           LedgerStatus.FAILED: "not sent (failed)",
+           LedgerStatus.FAILED: "could not be sent",
            LedgerStatus.BOUNCED: "bounced: the client could not be reached"},
     "es": {LedgerStatus.SENT: "enviado",
-           LedgerStatus.ADOPTED: "gestionado antes de dueflow (no enviado por dueflow)",
+           LedgerStatus.ADOPTED: "gestionado fuera de dueflow, antes de que se hiciera cargo",
            LedgerStatus.PENDING: "entregado al servidor de correo, sin confirmar",
-           LedgerStatus.FAILED: "no enviado (falló)",
+           LedgerStatus.FAILED: "no se pudo enviar",
            LedgerStatus.BOUNCED: "devuelto: no se pudo contactar con el cliente"},
 }
 
@@ -426,9 +429,16 @@ def compose_dunning_emails(
     steps = reminder_history(history[history["subject_id"].isin(due["subject_id"])])
     drafts = drafts or {}
 
+    used: dict[str, Draft] = dict(drafts)
+
     def render_one(row: Any) -> OutgoingEmail:
         locale = DEFAULT_LOCALE if row.step == DunningStep.OVERDUE else row.locale
         draft = drafts.get(row.key)
+        if draft is not None and draft.source == "template" and draft.paragraph:
+            # The template paragraph fits the day: before, on or after the due date.
+            due_state = _due_facts(_day(row.due_date), as_of, locale)["due_state"]
+            draft = used[row.key] = replace(draft, paragraph=render_paragraph(
+                str(row.step), supported_locale(locale), due_state))
         context = dunning_context(
             step=row.step, invoice_id=row.subject_id, number=row.number, amount=row.amount,
             currency=row.currency, issue_date=_day(row.issue_date), due_date=_day(row.due_date),
@@ -440,7 +450,7 @@ def compose_dunning_emails(
         return _email(row, sender, render(kind, locale, context, str(row.step), look), draft, look)
 
     composed = compose_each(due, render_one)
-    return Composed(composed.emails, composed.failures, list(drafts.values()))
+    return Composed(composed.emails, composed.failures, list(used.values()))
 
 
 # --------------------------------------------------------------------------- start-up check

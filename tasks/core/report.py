@@ -10,14 +10,25 @@ from datetime import date
 from typing import Any
 
 from dueflow.tasks.core.frames import pd
-from dueflow.tasks.core.keys import DunningStep, parse_keys
+from dueflow.tasks.core.keys import DunningStep, parse_keys, source_row_keys
+from dueflow.tasks.core.money import money_texts
 from dueflow.tasks.core.statuses import ATTENTION_ORDER, NEEDS_ATTENTION, RowStatus
+from dueflow.tasks.core.text import wrapped_table
 
 ROW_COLUMNS = ("job", "key", "recipient", "status", "detail", "retry")
 # What a person knows a key by: the client or vendor, the contract or invoice, the amount
-# and the date that matters (renewal or due date), and the email's subject.
-FACT_COLUMNS = ("key", "party", "reference", "amount", "date", "subject")
-TABLE_COLUMNS = ("job", "party", "subject", "amount", "date", "status", "detail", "key")
+# (a number) in its currency, the date that matters (renewal or due date), and the
+# email's subject. A quarantined row's reference says what the source row is.
+FACT_COLUMNS = ("key", "party", "reference", "amount", "currency", "date", "subject")
+# RunSummary.rows: one typed frame a notebook filters and sums (docs/operations.md,
+# "The run's rows in a notebook").
+SUMMARY_TYPES = {"job": "string", "key": "string", "status": "string", "party": "string",
+                 "reference": "string", "subject": "string", "amount": "Float64", "currency": "string",
+                 "date": "datetime64[ns]", "recipient": "string", "detail": "string", "retry": "bool"}
+SUMMARY_COLUMNS = tuple(SUMMARY_TYPES)
+# The table artifact: what a person scans first (status, who, what, amount, date), then why,
+# the email's subject, and the ledger's words.
+TABLE_COLUMNS = ("status", "who", "what", "amount", "date", "detail", "subject", "job", "key")
 
 
 def key_rows(job: str | pd.Series, frame: pd.DataFrame, status: RowStatus | pd.Series | Sequence[RowStatus],
@@ -60,10 +71,14 @@ _WON = (RowStatus.SENT, RowStatus.FAILED, RowStatus.PENDING, RowStatus.NOT_SENT,
 
 @dataclass
 class RunSummary:
-    """What one run did. `rows` has one row per key or bad source row it touched:
-    job, key, recipient, status (a `RowStatus`: sent, failed, pending, not sent,
-    quarantined, already handled, …), detail (SMTP reply, error or quarantine reason)
-    and retry (True for an earlier row attempted again)."""
+    """What one run did. `rows` has one row per key or bad source row it touched, typed
+    (SUMMARY_TYPES): job, key, status (a `RowStatus`: sent, failed, pending, not sent,
+    quarantined, already handled, …), party (the client or vendor), reference (the
+    contract or invoice; for a quarantined row, what the source row is), subject, amount
+    (a number) and currency, date (the renewal or due date), recipient, detail (SMTP
+    reply, error or quarantine reason) and retry (True for an earlier row attempted
+    again). Keys handled by earlier runs, rows of earlier runs retried tonight and bounced
+    rows carry no party, amount or date (the night reads only what its emails need)."""
 
     as_of: date
     dry_run: bool
@@ -93,12 +108,10 @@ class RunSummary:
     pruned: int = 0
     skipped: str | None = None  # why the run did nothing (another run held the lock)
     warnings: list[str] = field(default_factory=list)  # e.g. the database lost after the work
-    rows: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(ROW_COLUMNS)))
+    rows: pd.DataFrame = field(default_factory=lambda: typed_rows(no_rows()))
     unsettled: pd.DataFrame = field(default_factory=pd.DataFrame)  # oldest pending/failed keys
     # Reminder paragraphs: key, source (llm/template), tone, note, paragraph, tokens.
     drafts: pd.DataFrame = field(default_factory=pd.DataFrame)
-    # What a person knows each new key by: key, party, reference, amount, date, subject.
-    facts: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(FACT_COLUMNS)))
 
     def llm_usage(self) -> dict[str, int]:
         """How the reminder paragraphs were drafted, and the tokens the model used."""
@@ -144,6 +157,36 @@ class RunSummary:
                 f"{self.quarantined} quarantined.")
 
 
+class NeedsAttention(Exception):
+    """What the Failed "Needs attention" state of a run carries (DUEFLOW_ATTENTION_STATE=failed,
+    the default): emails wait for a person. Its message is the headline and `summary` the
+    RunSummary — calling the flow in Python raises it; `summary_of(state)` reads either kind
+    of final state."""
+
+    def __init__(self, headline: str, summary: RunSummary) -> None:
+        super().__init__(headline)
+        self.summary = summary
+
+    def __reduce__(self) -> tuple[Any, tuple[str, RunSummary]]:
+        return NeedsAttention, (str(self), self.summary)
+
+
+def summary_of(outcome: Any) -> RunSummary:
+    """The RunSummary of a nightly run's final state (Completed, or Failed "Needs
+    attention"), or of what calling it raised or returned; anything else a run failed with
+    is raised as it was (`run_deployment(...).state`, `nightly_alerts(return_state=True)`)."""
+    if isinstance(outcome, RunSummary):
+        return outcome
+    if isinstance(outcome, NeedsAttention):
+        return outcome.summary
+    if hasattr(outcome, "result"):  # a Prefect State
+        result = outcome.result(raise_on_failure=False)
+        if isinstance(result, RunSummary | NeedsAttention):
+            return summary_of(result)
+        outcome.result()  # raises what the run failed with
+    raise TypeError(f"not the outcome of a nightly run: {type(outcome).__name__}")
+
+
 class _Deflated:
     """A write-only file whose content is compressed as it is written."""
 
@@ -161,7 +204,10 @@ class _Deflated:
 
 
 def _restore_summary(blob: bytes) -> RunSummary:
-    return RunSummary(**pickle.loads(zlib.decompress(blob)))
+    saved = pickle.loads(zlib.decompress(blob))
+    known = {f.name for f in fields(RunSummary)}
+    # A result persisted by an earlier version may hold fields since merged away (`facts`).
+    return RunSummary(**{name: value for name, value in saved.items() if name in known})
 
 
 def summarize(
@@ -196,11 +242,25 @@ def summarize(
         ledger_unsent=ledger_counts.get("unsent", 0),
         ledger_bounced=ledger_counts.get("bounced", 0),
         warnings=list(warnings or []),
-        rows=rows.reset_index(drop=True),
+        rows=typed_rows(rows, facts),
         unsettled=pd.DataFrame() if unsettled is None else unsettled,
         drafts=pd.DataFrame() if drafts is None else drafts,
-        facts=pd.DataFrame(columns=list(FACT_COLUMNS)) if facts is None else facts,
     )
+
+
+def typed_rows(rows: pd.DataFrame, facts: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The run's rows with what a person knows each key by (`facts_of`), as one frame of
+    SUMMARY_TYPES: party, amount as a number with its currency, dates as dates."""
+    rows = rows.reset_index(drop=True)
+    if facts is not None and not facts.empty:
+        known = facts.drop_duplicates("key").set_index("key").reindex(columns=[
+            c for c in FACT_COLUMNS if c != "key"])
+        rows = rows.join(known, on="key")
+    rows = rows.reindex(columns=SUMMARY_COLUMNS)
+    rows["retry"] = rows["retry"].fillna(False).astype(bool)
+    rows["amount"] = pd.to_numeric(rows["amount"], errors="coerce")
+    rows["date"] = pd.to_datetime(rows["date"], errors="coerce")
+    return rows.astype(SUMMARY_TYPES)
 
 
 def drafts_frame(drafts: Sequence[Any]) -> pd.DataFrame:
@@ -210,34 +270,56 @@ def drafts_frame(drafts: Sequence[Any]) -> pd.DataFrame:
                                  "completion_tokens"])
 
 
-def facts_of(job: str, due: pd.DataFrame, subjects: Mapping[str, str]) -> pd.DataFrame:
-    """FACT_COLUMNS for a job's due rows (decide's columns) and the subjects rendered."""
-    if due.empty:
-        return pd.DataFrame(columns=list(FACT_COLUMNS))
-    renewal = job == "renewal"
-    party = due["vendor"] if renewal else due["client_name"]
-    reference = due["title"] if renewal else "invoice " + due["number"].astype("string")
-    day = due["renewal_date"] if renewal else due["due_date"]
-    return pd.DataFrame({
-        "key": due["key"], "party": party.astype("string"), "reference": reference.astype("string"),
-        "amount": due["amount"].astype("string") + " " + due["currency"].astype("string"),
-        "date": day.astype("string"), "subject": due["key"].map(subjects).astype("string"),
-    }).reindex(columns=FACT_COLUMNS)
+def facts_of(job: str, due: pd.DataFrame, subjects: Mapping[str, str],
+             quarantined: pd.DataFrame | None = None, source: str = "") -> pd.DataFrame:
+    """FACT_COLUMNS for a job's due rows (decide's columns) and the subjects rendered, and
+    for its quarantined rows (`source_id`, `party`, `reference`: what the source row is),
+    keyed as the summary names them (`{source}/{id}`)."""
+    parts = []
+    if not due.empty:
+        renewal = job == "renewal"
+        party = due["vendor"] if renewal else due["client_name"]
+        reference = due["title"] if renewal else "invoice " + due["number"].astype("string")
+        day = due["renewal_date"] if renewal else due["due_date"]
+        parts.append(pd.DataFrame({
+            "key": due["key"], "party": party.astype("string"), "reference": reference.astype("string"),
+            "amount": pd.to_numeric(due["amount"], errors="coerce"),
+            "currency": due["currency"].astype("string"), "date": pd.to_datetime(day, errors="coerce"),
+            "subject": due["key"].map(subjects).astype("string"),
+        }))
+    if quarantined is not None and not quarantined.empty and "reference" in quarantined:
+        parts.append(pd.DataFrame({"key": source_row_keys(source, quarantined["source_id"].astype("string")),
+                                   "party": quarantined["party"].astype("string").mask(
+                                       quarantined["party"] == ""),
+                                   "reference": quarantined["reference"].astype("string")}))
+    kept = [part for part in parts if not part.empty]
+    return (pd.concat(kept, ignore_index=True) if kept else pd.DataFrame()).reindex(columns=FACT_COLUMNS)
 
 
 def table_rows(summary: RunSummary, limit: int) -> pd.DataFrame:
     """The table artifact: what needs attention first, in the words of TABLE_COLUMNS. Keys
     already handled by earlier runs are counted, not listed (tens of thousands a night)."""
-    rows = attention_first(summary.rows[summary.rows["status"] != RowStatus.ALREADY_HANDLED]).head(limit)
-    facts = summary.facts.drop_duplicates("key").set_index("key")
-    known = facts.reindex(rows["key"].astype(object)).drop(columns="key", errors="ignore")
-    table = pd.concat([rows.reset_index(drop=True), known.reset_index(drop=True)], axis=1)
-    # A quarantined row has no email: the source row it came from stands in for one.
-    table["subject"] = table["subject"].fillna(table["reference"]).fillna(table["key"])
-    retry = table["retry"].fillna(False).astype(bool)
-    table["detail"] = table["detail"].astype("string").fillna("")
-    table.loc[retry, "detail"] = "retry of an earlier run: " + table.loc[retry, "detail"]
-    return table.reindex(columns=TABLE_COLUMNS).astype(object).where(table.notna(), None)
+    rows = summary.rows
+    return shown_rows(attention_first(rows[rows["status"] != RowStatus.ALREADY_HANDLED]).head(limit))
+
+
+def shown_rows(rows: pd.DataFrame) -> pd.DataFrame:
+    """Summary rows as a person reads them (TABLE_COLUMNS): who, what — the contract or
+    invoice, or what a quarantined source row is — money as the emails write it, the date;
+    None where nothing is known. Short columns first: the subject (which repeats who, what
+    and when) comes after the detail."""
+    rows = typed_rows(rows).reset_index(drop=True)
+    what = rows["reference"].fillna(rows["subject"]).fillna(rows["key"])
+    detail = rows["detail"].fillna("")
+    detail = detail.mask(rows["retry"], "retry of an earlier run: " + detail)
+    table = pd.DataFrame({
+        "status": rows["status"], "who": rows["party"], "what": what,
+        "amount": money_texts(rows["amount"], rows["currency"]).mask(lambda m: m == ""),
+        "date": rows["date"].dt.strftime("%Y-%m-%d"), "detail": detail, "subject": rows["subject"],
+        "job": rows["job"],
+        "key": rows["key"],
+    }).reindex(columns=TABLE_COLUMNS)
+    return table.astype(object).where(table.notna(), None)
 
 
 # The counts of the markdown summary, in the words an operator uses; zeros are left out.
@@ -279,6 +361,12 @@ def needs_person(summary: RunSummary) -> bool:
     """Whether the run ended with something a person must look at (the event's trigger)."""
     return bool(summary.failed or summary.pending or summary.not_sent or summary.quarantined
                 or summary.bounced or escalations(summary) or summary.warnings)
+
+
+def emails_need_person(summary: RunSummary) -> bool:
+    """Whether emails wait for a person's action — failed, pending (outcome unknown) or
+    bounced: the run's state is then of the Failed type (red), not Completed (green)."""
+    return bool(summary.failed or summary.pending or summary.bounced)
 
 
 def count_line(rows: pd.DataFrame) -> str:
@@ -324,28 +412,29 @@ def markdown(summary: RunSummary, limit: int = 50) -> str:
                     f"{usage['prompt_tokens']} + {usage['completion_tokens']}")]
     lines += [*[f"- **{value}** {label}" for label, value in counts], ""] if counts else []
     lines += [f"> **Warning:** {_cell(w)}" for w in summary.warnings]
-    table = table_rows(summary, len(summary.rows))
-    attention = table[table["status"].isin(NEEDS_ATTENTION)]
+    listed = attention_first(summary.rows[summary.rows["status"] != RowStatus.ALREADY_HANDLED])
+    attention = listed[listed["status"].isin(NEEDS_ATTENTION)]
     if not attention.empty:
-        lines += ["## Needs attention", "", "| status | who | what | reason | what to do |",
-                  "|---|---|---|---|---|"]
-        for row in attention.head(limit).itertuples(index=False):
+        lines += ["## Needs attention", "", "| status | who | what | amount | reason | what to do |",
+                  "|---|---|---|---|---|---|"]
+        for row in shown_rows(attention.head(limit)).itertuples(index=False):
             todo = WHAT_TO_DO[RowStatus(str(row.status))].format(key=row.key)
-            lines.append(f"| {row.status} | {_cell(row.party)} | {_cell(row.subject)} "
+            lines.append(f"| {row.status} | {_cell(row.who)} | {_cell(row.what)} | {_cell(row.amount)} "
                          f"| {_cell(row.detail)} | {todo} |")
         if len(attention) > limit:
-            lines.append(f"| … | {len(attention) - limit} more | | | `dueflow ledger` |")
+            lines.append(f"| … | {len(attention) - limit} more | | | | `dueflow ledger` |")
         lines.append("")
-    done = table[table["status"].isin((RowStatus.SENT, RowStatus.WOULD_SEND))]
+    done = listed[listed["status"].isin((RowStatus.SENT, RowStatus.WOULD_SEND))]
     if not done.empty:
         heading = "Would be sent" if summary.dry_run else "Sent"
-        lines += [f"## {heading}", "", "| to | who | subject | amount | date |", "|---|---|---|---|---|"]
-        recipients = summary.rows.drop_duplicates("key").set_index("key")["recipient"]
-        for row in done.head(limit).itertuples(index=False):
-            lines.append(f"| {_cell(recipients.get(row.key))} | {_cell(row.party)} | {_cell(row.subject)} "
-                         f"| {_cell(row.amount)} | {_cell(row.date)} |")
+        lines += [f"## {heading}", "", "| who | what | amount | date | to | subject |",
+                  "|---|---|---|---|---|---|"]
+        first = done.head(limit).reset_index(drop=True)
+        for row, to in zip(shown_rows(first).itertuples(index=False), first["recipient"], strict=True):
+            lines.append(f"| {_cell(row.who)} | {_cell(row.what)} | {_cell(row.amount)} | {_cell(row.date)} "
+                         f"| {_cell(to)} | {_cell(row.subject)} |")
         if len(done) > limit:
-            lines.append(f"| … | {len(done) - limit} more | | | |")
+            lines.append(f"| … | {len(done) - limit} more | | | | |")
         lines.append("")
     if not summary.unsettled.empty:
         lines += ["## Unsettled in the ledger (all runs, oldest first)", "",
@@ -368,6 +457,23 @@ def _cell(value: object) -> str:
     return " ".join(str(value).split()).replace("|", "\\|")
 
 
+def left_out(summary: RunSummary) -> list[str]:
+    """What the terminal's listing of a run leaves out, and the counts its headline does
+    not say, in plain words (the listing shows what this run did, not what earlier runs did)."""
+    lines = []
+    if summary.already_handled:
+        lines.append(f"Not listed: {summary.already_handled:,} due email(s) already handled by earlier runs"
+                     " (`dueflow ledger`). An invoice reminded by an earlier run is not due again until its"
+                     " next step (`dueflow invoices`).")
+    extra = [f"{summary.no_longer_due:,} no longer due when reserved or retried" if summary.no_longer_due
+             else "",
+             f"{summary.bounced:,} bounced (accepted, then reported undeliverable)" if summary.bounced
+             else ""]
+    if any(extra):
+        lines.append("Also: " + "; ".join(e for e in extra if e) + ".")
+    return lines
+
+
 def attention_first(rows: pd.DataFrame) -> pd.DataFrame:
     """Rows ordered by what an operator must look at first: pending, failed, quarantined…"""
     order = {str(s): i for i, s in enumerate(ATTENTION_ORDER)}
@@ -381,13 +487,9 @@ def text_table(rows: pd.DataFrame, limit: int = 40) -> str:
         return "(no rows)"
     rows = attention_first(rows)
     columns = ["status", "key", "recipient", "detail"]
-    cells = [columns] + [
-        [str(v)[:70] for v in row]
-        for row in rows.loc[:, columns].head(limit).astype(object).fillna("").itertuples(index=False)
-    ]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(columns))]
-    text = "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
-                     for r in cells)
+    cells = [[str(v) for v in row]
+             for row in rows.loc[:, columns].head(limit).astype(object).fillna("").itertuples(index=False)]
+    text = "\n".join(wrapped_table(columns, cells, [None, None, None, 60]))
     if len(rows) > limit:
         text += (f"\n… and {len(rows) - limit} more (see `dueflow ledger` and `dueflow quarantine`)")
     return text

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
@@ -159,3 +160,26 @@ def clean_line(value: str, limit: int) -> str:
     """`one_line` for one value (no pandas: it runs once per email)."""
     text = _SPACES.sub(" ", _CONTROL.sub(" ", value)).strip()
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def wrapped_table(header: Sequence[str], rows: Iterable[Sequence[str]],
+                  caps: Sequence[int | None]) -> list[str]:
+    """An aligned plain-text table for the terminal whose cells wrap at whole words: a
+    column is at most its cap wide (None: as wide as its widest value), and a longer value
+    goes on to the next lines of its row — never cut mid-word (a single word longer than
+    the cap, an address or a key, is the only thing broken)."""
+    import textwrap
+
+    body = [[" ".join(str(cell).split()) for cell in row] for row in rows]
+    table = [list(header), *body]
+    widths = [max(len(row[i]) for row in table) for i in range(len(header))]
+    widths = [w if cap is None else max(len(header[i]), min(w, cap)) for i, (w, cap) in
+              enumerate(zip(widths, caps, strict=True))]
+    lines = []
+    for row in table:
+        parts = [textwrap.wrap(cell, width, break_on_hyphens=False) or [""]
+                 for cell, width in zip(row, widths, strict=True)]
+        for n in range(max(len(p) for p in parts)):
+            cells = [(p[n] if n < len(p) else "").ljust(w) for p, w in zip(parts, widths, strict=True)]
+            lines.append("  ".join(cells).rstrip())
+    return lines

@@ -50,12 +50,24 @@ def test_demo_runs_then_sends_nothing_new(tmp_path, project_env):
     assert "(6 days ago)" in text["dunning/inv-101/REMINDED_1"]
     assert "lleva 21 días de retraso" in text["dunning/inv-102/REMINDED_2"]
     assert "is now 35 days overdue" in text["dunning/inv-108/OVERDUE"]
-    assert sent["dunning/inv-108/OVERDUE"]["To"] == "collections@example.com"
+    assert sent["dunning/inv-108/OVERDUE"]["To"] == "collections@example.com"  # the environment's wins
+    assert "billed to Contoso Retail" in text["dunning/inv-108/OVERDUE"]
+    # Written as a company writes: a sender and a Reply-To a client can answer, how to pay.
+    reminder = sent["dunning/inv-101/REMINDED_1"]
+    assert reminder["From"] == "Harbour Supplies <billing@harbour-supplies.example>"
+    assert reminder["Reply-To"] == "accounts@harbour-supplies.example"
+    assert "IBAN" in text["dunning/inv-101/REMINDED_1"]
+    assert "Accounts receivable, Harbour Supplies Ltd" in text["dunning/inv-101/REMINDED_1"]
+    assert "replies to accounts@harbour-supplies.example" in first.stdout
 
     second = dueflow("demo", cwd=tmp_path, env=project_env)
     assert second.returncode == 0, second.stderr
     assert "Nothing new to send" in second.stdout
     assert "7 due email(s) were already handled" in second.stdout  # renewals; dunning moved on
+    # Said once, in plain words: no internal counts line; what the listing leaves out is said.
+    assert "won:" not in first.stdout + second.stdout and "due: " not in second.stdout
+    assert "Not listed: 7 due email(s) already handled by earlier runs" in second.stdout
+    assert "already handled  renewal/" not in second.stdout
     assert sorted(p.name for p in (tmp_path / "outbox").glob("*.eml")) == emails
 
     ledger = dueflow("ledger", "--json", cwd=tmp_path, env=project_env)
@@ -63,6 +75,14 @@ def test_demo_runs_then_sends_nothing_new(tmp_path, project_env):
     assert len(records) == 13  # and the 3 reminders finance sent by hand before dueflow (adopted)
     assert all({"key", "status", "as_of", "attempts"} <= r.keys() for r in records)
     assert sorted((r["status"], r["attempts"]) for r in records) == [("adopted", 0)] * 3 + [("sent", 1)] * 10
+    # What an operator matches in the mail server's log: the Message-ID and the SMTP reply.
+    import csv
+    exported = list(csv.DictReader(dueflow("ledger", "--format", "csv", cwd=tmp_path,
+                                           env=project_env).stdout.splitlines()))
+    sent_rows = [r for r in exported if r["status"] == "sent"]
+    assert len(sent_rows) == 10 and all(r["message_id"].startswith("<") for r in sent_rows)
+    assert all(r["smtp_response"] for r in sent_rows)  # outbox: the file it was written to
+    assert all(r["message_id"] for r in records if r["status"] == "sent")
     pending = dueflow("ledger", "--status", "pending", cwd=tmp_path, env=project_env)
     assert pending.stdout.strip() == "No ledger rows with status pending."
 

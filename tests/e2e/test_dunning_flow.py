@@ -71,7 +71,9 @@ def test_dunning_calendar_delivers_exactly_the_expected_emails(run_env, smtp_sin
     body = reminder.get_body(("plain",)).get_content()
     assert "F-spanish" in body and "980,40\xa0€" in body and "Vencimiento" in body
     firm = messages["dunning/overdue/REMINDED_2"].get_body(("plain",)).get_content()
-    assert "Please arrange payment" in firm and "falls due in 42 days, on 28 February 2027" in firm
+    # Firm, and worded for an invoice not due yet (the template paragraph fits the day).
+    assert "reaches us by the due date" in firm and "falls due in 42 days, on 28 February 2027" in firm
+    assert "without further delay" not in firm
     assert "overdue" not in firm.replace("F-overdue", "")  # day 13: not due yet
     escalation = messages["dunning/overdue/OVERDUE"]
     assert escalation["To"] == "collections@corp.example"

@@ -35,6 +35,27 @@ def statuses(url: str) -> dict[str, str]:
     return dict(zip(ledger["key"], ledger["status"], strict=True))
 
 
+def test_a_run_whose_emails_need_a_person_ends_failed_by_default_with_its_summary(run_env, smtp_sink,
+                                                                                   monkeypatch):
+    """DUEFLOW_ATTENTION_STATE's default (the suite sets `completed`, tests/conftest.py): a
+    failed email makes the run's final state Failed "Needs attention" — red in the UI — and
+    the state still holds the summary; calling the flow raises NeedsAttention with it."""
+    import pytest
+
+    from dueflow.tasks.core.report import NeedsAttention, summary_of
+
+    monkeypatch.delenv("DUEFLOW_ATTENTION_STATE")
+    insert(run_env, "contracts", [contract(c, RENEWAL) for c in ["ok1", "refused"]])
+    smtp_sink.faults["refused@example.com"] = "rcpt_550"
+    state = nightly_alerts(as_of=AS_OF, return_state=True)
+    assert (state.type.value, state.name) == ("FAILED", "Needs attention")
+    summary = summary_of(state)
+    assert (summary.sent, summary.failed) == (1, 1) and state.message == summary.headline()
+    with pytest.raises(NeedsAttention, match="1 sent, 1 failed") as raised:
+        state.result()
+    assert raised.value.summary.failed == 1
+
+
 def test_each_fault_ends_sent_once_or_visibly_pending_or_failed(run_env, smtp_sink, monkeypatch):
     url = run_env
     faults = {"rcpt451": "rcpt_451", "data554": "data_554", "drop": "drop_before_data_reply"}

@@ -173,11 +173,12 @@ def test_forecast_command_prints_each_night_and_changes_nothing(db_url, dueflow_
     env = {"DUEFLOW_DATABASE_URL": db_url, "DUEFLOW_MAIL_URL": f"file://{tmp_path / 'outbox'}"}
     before = ledger_snapshot(db_url)
 
-    table = dueflow_cli("forecast", "--from", START.isoformat(), "--days", "14", env=env)
+    table = dueflow_cli("forecast", "--from", START.isoformat(), "--days", "14", env=env | {"COLUMNS": "110"})
     assert table.returncode == 0, table.stderr
     lines = table.stdout.splitlines()
-    assert lines[0].split() == ["night", "job", "step", "recipient", "name", "amount", "currency", "subject"]
+    assert lines[0].split() == ["night", "job", "step", "recipient", "name", "amount", "subject"]
     assert any(line.startswith("2027-03-02  renewal  30d") for line in lines)
+    assert "€980.40" in table.stdout  # money as the emails write it
     assert "4 email(s) in the 14 night(s) from 2027-03-01 (renewal: 2, dunning: 2)." in table.stdout
     assert "nothing was written or sent" in table.stdout
 
@@ -192,6 +193,12 @@ def test_forecast_command_prints_each_night_and_changes_nothing(db_url, dueflow_
     reminder = next(r for r in records if r["key"] == "dunning/inv-1/REMINDED_1")
     assert reminder["recipient"] == "cl-es@clients.example" and reminder["name"] == "Client cl-es"
     assert reminder["amount"] == "980.40" and reminder["currency"] == "EUR" and reminder["subject"]
+    # The table wraps long subjects at whole words within the terminal's width, never cuts one.
+    rows = lines[:lines.index("")]  # the table, before the blank line and the notes
+    assert all(len(line) <= 110 for line in rows), rows
+    shown = set(" ".join(rows).split())
+    for record in records:
+        assert set(record["subject"].split()) <= shown, record["subject"]
 
     csv = dueflow_cli("forecast", "--from", START.isoformat(), "--days", "2", "--format", "csv", env=env)
     assert csv.stdout.splitlines()[0] == "night,job,key,step,recipient,name,amount,currency,subject"

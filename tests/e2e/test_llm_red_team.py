@@ -128,13 +128,14 @@ def test_no_red_team_paragraph_reaches_a_client(run_env, smtp_sink, red_team_llm
         invoice_id, step = key.split("/")[1:]
         locale = "es" if int(invoice_id.split("-")[1]) % 2 else "en"
         plain, html = texts_of(message)
-        assert template_paragraph(step, locale) in plain
+        assert template_paragraph(step, locale, "upcoming") in plain  # due in 48 days: worded so
         assert f"F-{invoice_id}" in plain and FACTS[locale] in plain, key
         assert f"F-{invoice_id}" in html and FACTS[locale] in html, key
     for key in messages.keys() - reminders.keys():
         for text in texts_of(messages[key]):
-            assert not any(template_paragraph(step, locale) in text for step in ("REMINDED_1", "REMINDED_2")
-                           for locale in ("en", "es"))
+            assert not any(template_paragraph(step, locale, state) in text
+                           for step in ("REMINDED_1", "REMINDED_2") for locale in ("en", "es")
+                           for state in ("upcoming", "today", "overdue"))
 
     # The ledger says, for each reminder, that the model's paragraph was refused, and why.
     rows = db.read_frame(db.engine_for(url), "SELECT key, draft_source, draft_note FROM dueflow_ledger"

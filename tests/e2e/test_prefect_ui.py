@@ -6,6 +6,7 @@ artifacts, persisted result. Slow: one deployment and one worker for the module.
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import subprocess
@@ -29,6 +30,7 @@ ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 AS_OF = date(2027, 1, 1)
 RENEWAL = AS_OF + timedelta(days=30)
+NOTEBOOK_NIGHT = RENEWAL - timedelta(days=15)  # the contracts' 15-day lead: new keys, with their facts
 pytestmark = pytest.mark.xdist_group("prefect-server")
 
 
@@ -121,6 +123,10 @@ def test_prefect_yaml_deploys_from_a_fresh_clone_with_its_schedule_limit_and_for
     assert all(field.get("description") for field in form.values()), form  # every field explained
     assert "today in the business time zone" in form["as_of"]["description"]
     assert form["renewal_locale"]["enum"] == ["en", "es"]
+    # Optional values are plain fields, left empty (no "date | None" switch in the form).
+    assert (form["as_of"]["type"], form["as_of"]["default"]) == ("string", "")  # empty: today
+    assert "anyOf" not in form["as_of"]
+    assert "one-time take-over" in form["adopt"]["title"] and "sends nothing" in form["adopt"]["description"]
 
 
 def test_prefect_yaml_deploys_the_bounce_intake_hourly_under_its_own_limit(deployed):
@@ -162,10 +168,12 @@ def test_a_run_from_the_form_sends_once_and_explains_itself(deployed):
     assert summary.count(f"Run for {AS_OF}") == 1 and "## Sent" in summary
     assert artifacts["nightly-alerts-summary"]["description"] is None  # the headline once, inside
     assert "Vendor c0" in summary and "| adopted" not in summary and "LLM" not in summary
+    assert all(a["task_run_id"] is None for a in artifacts.values())  # the flow run's, not a task's
     rows = json.loads(artifacts["nightly-alerts-rows"]["data"])
-    assert {r["party"] for r in rows} == {"Vendor c0", "Vendor c1", "Vendor c2"}
-    assert {(r["amount"], r["date"], r["status"]) for r in rows} == {("1250.50 EUR", str(RENEWAL), "sent")}
-    assert all(r["subject"] and r["key"] in keys for r in rows)
+    assert list(rows[0])[:5] == ["status", "who", "what", "amount", "date"]  # what a person scans first
+    assert {r["who"] for r in rows} == {"Vendor c0", "Vendor c1", "Vendor c2"}
+    assert {(r["amount"], r["date"], r["status"]) for r in rows} == {("€1,250.50", str(RENEWAL), "sent")}
+    assert all(r["what"] and r["key"] in keys for r in rows)
 
 
 def test_a_run_with_problems_needs_attention_and_says_so_with_an_event(deployed):
@@ -175,7 +183,8 @@ def test_a_run_with_problems_needs_attention_and_says_so_with_an_event(deployed)
                                                                             currency="XXY")])
     deployed.sink.faults["ap@client.example"] = "rcpt_550"
     run = deployed.finished(deployed.start_run(as_of=str(AS_OF)))
-    assert (run["state_type"], run["state_name"]) == ("COMPLETED", "Needs attention")
+    # A failed email: not green in the UI (DUEFLOW_ATTENTION_STATE's default), the summary kept.
+    assert (run["state_type"], run["state_name"]) == ("FAILED", "Needs attention")
     assert "1 failed" in run["state"]["message"] and "1 quarantined" in run["state"]["message"]
 
     body = {"filter": {"event": {"name": ["dueflow.run.needs-attention"]},
@@ -189,25 +198,29 @@ def test_a_run_with_problems_needs_attention_and_says_so_with_an_event(deployed)
     summary = deployed.artifacts(run["id"])["nightly-alerts-summary"]["data"]
     attention = summary.split("## Needs attention", 1)[1]
     assert "unknown currency 'XXY'" in attention and "fix the source row" in attention
-    assert "| quarantined |  | invoices/bad |" in attention  # the source row stands in for a subject
+    assert "| quarantined |" in attention and "| invoice row bad, no. " in attention  # what the row is
     assert "550" in attention and "a later run retries it" in attention
 
 
 def test_run_deployment_gives_a_notebook_the_run_summary(deployed):
     script = textwrap.dedent(f"""
         from prefect.deployments import run_deployment
-        run = run_deployment("nightly-alerts/nightly", parameters={{"as_of": "{AS_OF}", "dry_run": True}},
-                             timeout=240)
+        run = run_deployment("nightly-alerts/nightly",
+                             parameters={{"as_of": "{NOTEBOOK_NIGHT}", "dry_run": True}}, timeout=240)
         summary = run.state.result()
         print(type(summary).__name__, summary.as_of, summary.dry_run, type(summary.rows).__name__,
               len(summary.rows))
+        # What a notebook does with it (docs/operations.md): the contracts by currency.
+        print(summary.rows.groupby("currency")["amount"].sum().to_dict())
     """)
     result = subprocess.run([sys.executable, "-c", script], env=deployed.env, capture_output=True,
                             text=True, timeout=300)
     assert result.returncode == 0, result.stderr
     printed = result.stdout.split()
-    assert printed[:4] == ["RunSummary", str(AS_OF), "True", "DataFrame"], result.stdout
+    assert printed[:4] == ["RunSummary", str(NOTEBOOK_NIGHT), "True", "DataFrame"], result.stdout
     assert int(printed[4]) >= 3  # a row per key: the three contracts at least
+    # Their 15-day alerts, 3 × 1,250.50 EUR, summed as numbers (and any reminder in EUR).
+    assert ast.literal_eval(result.stdout.splitlines()[1])["EUR"] >= 3751.5, result.stdout
 
 
 def test_the_cli_keeps_the_console_quiet_and_sends_its_logs_to_the_api(deployed, tmp_path):

@@ -181,7 +181,10 @@ def test_two_process_workers_share_one_postgresql(prefect_api, process_workers, 
 
         runs = wait_for(finished, "the four runs to end", details=details)
 
-    assert [state(r) for r in runs] == ["COMPLETED"] * RUNS, details()
+    # Each run ended as a night ends: Completed, or "Needs attention" — of the Failed type by
+    # default when it saw emails pending (here: the keys another run was sending at that moment).
+    assert all((state(r), r.state.name) in (("COMPLETED", "Completed"), ("COMPLETED", "Needs attention"),
+                                            ("FAILED", "Needs attention")) for r in runs), details()
     # Each worker labels the runs it submits; with --limit 2, four runs in flight at
     # once were necessarily split two and two.
     by_worker = Counter(r.labels.get("prefect.worker.name") for r in runs)

@@ -90,3 +90,21 @@ def test_dates_at_the_ends_of_the_calendar_are_one_line_even_when_any_is_allowed
         as_of_window(night, TODAY, None, True)
     with pytest.raises(ParameterError, match="parameter start: a date from 1900-01-01"):
         P.forecast_start(night)
+
+
+@pytest.mark.parametrize(("value", "night"), [
+    (None, None), ("", None), ("  ", None), ("2027-01-15", date(2027, 1, 15)),
+    (date(2027, 1, 15), date(2027, 1, 15)),
+])
+def test_as_of_from_the_run_forms_plain_field_or_a_call(value, night):
+    from dueflow.tasks.core.parameters import as_of_of
+
+    assert as_of_of(value) == night
+
+
+@pytest.mark.parametrize("value", ["2027-02-30", "tomorrow", 20270115])
+def test_as_of_that_is_not_a_date_is_one_line(value):
+    from dueflow.tasks.core.parameters import ParameterError, as_of_of
+
+    with pytest.raises(ParameterError, match="parameter as_of: a date YYYY-MM-DD, or empty for today"):
+        as_of_of(value)
