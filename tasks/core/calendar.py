@@ -92,8 +92,10 @@ class BusinessCalendar:
         `n` of them is a delay of `n` business days over. NaN where the start is NaT."""
         earliest = pd.Timestamp(as_of - timedelta(days=LOOKBACK_DAYS))
         given = starts.notna()
-        first = (starts.where(given, earliest).clip(lower=earliest, upper=pd.Timestamp(as_of))
-                 + pd.Timedelta(days=1)).to_numpy(dtype="datetime64[D]")
+        bounded = starts.where(given, earliest)
+        bounded = bounded.where(bounded >= earliest, earliest).where(bounded <= pd.Timestamp(as_of),
+                                                                   pd.Timestamp(as_of))
+        first = (bounded + pd.Timedelta(days=1)).to_numpy(dtype="datetime64[D]")
         end = np.datetime64(as_of + timedelta(days=1), "D")
         counts = np.busday_count(first, end, weekmask=self.weekmask,
                                  holidays=self._holidays(earliest.date(), as_of))

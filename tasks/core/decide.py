@@ -740,13 +740,15 @@ def dunning_steps_for(invoices: pd.DataFrame, clients: pd.DataFrame, keys: pd.Da
     reason = reason.mask(reason.isna() & overdue & ~usable_wanted, ESCALATION_NEEDED)
     good = reason.isna()
     chosen = picked[good[found]]
+    def pick(part: pd.Series) -> pd.Series:
+        return part.loc[chosen].reset_index(drop=True)
+
     picked_inv = _Invoices(rows.loc[chosen].reset_index(drop=True),
                            inv.client.loc[chosen].reset_index(drop=True),
-                           *(part.loc[chosen].reset_index(drop=True) for part in (
-                               inv.participating, inv.sent_date, inv.due_date, inv.start_date,
-                               inv.reason)),
-                           inv.profile.loc[chosen].reset_index(drop=True),
-                           inv.hold_end.loc[chosen].reset_index(drop=True))
+                           participating=pick(inv.participating), sent_date=pick(inv.sent_date),
+                           due_date=pick(inv.due_date), start_date=pick(inv.start_date),
+                           reason=pick(inv.reason), profile=inv.profile.loc[chosen].reset_index(drop=True),
+                           hold_end=pick(inv.hold_end))
     everything = pd.Series(True, index=picked_inv.rows.index)
     step = wanted.loc[good, "step"].astype("string").reset_index(drop=True)
     none = pd.Series(pd.NA, index=everything.index, dtype="string")

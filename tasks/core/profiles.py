@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
@@ -77,16 +77,11 @@ class Profiles:
                 min(p.delays[2] for p in every))
 
 
-def default_profile(delays: tuple[int, ...], start: DunningStart, unit: DelayUnit = "calendar",
+def default_profile(delays: Sequence[int], start: DunningStart, unit: str = "calendar",
                     escalation_to: str | None = None) -> Profiles:
     return Profiles(Profile(DEFAULT_PROFILE, (delays[0], delays[1], delays[2]), start,
-                            len(STEP_NAMES), unit, escalation_to), {})
-
-
-def delay_unit_of(value: object, name: str = "dunning_delay_unit") -> DelayUnit:
-    if value not in DELAY_UNITS or not isinstance(value, str):
-        raise ValueError(f"parameter {name}: 'calendar' or 'business', got {str(value)[:40]!r}")
-    return value  # type: ignore[return-value]
+                            len(STEP_NAMES), "business" if unit == "business" else "calendar",
+                            escalation_to), {})
 
 
 def parse_profiles(text: str, origin: str, default: Profiles) -> Profiles:
