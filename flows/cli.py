@@ -252,7 +252,7 @@ def cmd_forecast(args: argparse.Namespace, settings: Settings) -> int:
         print(f"No email would go out in the {args.days} night(s) from {first}.")
     else:
         shown = rows.astype(object).where(rows.notna(), "")
-        columns = ["night", "job", "step", "recipient", "name", "amount", "currency", "subject"]
+        columns = ["night", "job", "step", "recipient", "name", "amount", "currency", "subject", "why"]
         cells = [columns] + [[str(v)[:60] for v in row]
                              for row in shown.loc[:, columns].itertuples(index=False)]
         widths = [max(len(r[i]) for r in cells) for i in range(len(columns))]
@@ -261,6 +261,11 @@ def cmd_forecast(args: argparse.Namespace, settings: Settings) -> int:
         jobs = rows["job"].value_counts()
         print(f"\n{len(rows)} email(s) in the {args.days} night(s) from {first}"
               f" (renewal: {jobs.get('renewal', 0)}, dunning: {jobs.get('dunning', 0)}).")
+    held = rows.attrs.get("held")
+    if held is not None and not held.empty:
+        print(f"\nHeld on {first} (not chased until the hold ends; the next step is due its delay after):")
+        for row in held.itertuples(index=False):
+            print(f"  invoice {row.invoice_id} (client {row.client_id}): until {row.held_until}, {row.by}")
     print("Assumes the nightly run every night and no payment, renewal or change; nothing was"
           " written or sent.")
     left = db.unsettled_counts(_engine(settings))
