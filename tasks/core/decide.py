@@ -617,8 +617,9 @@ def _due_since(anchor: pd.Series, wait: pd.Series, unit: pd.Series, calendar: Bu
     first, last = anchor[business].min().date(), anchor[business].max().date()
     holidays = np.asarray(sorted(calendar.closed_days(first, last + timedelta(days=3 * 366))),
                           dtype="datetime64[D]")
-    moved = np.busday_offset(anchor[business].to_numpy(dtype="datetime64[D]"),
-                             wait[business].to_numpy(dtype=np.int64), roll="forward",
+    # The first business day after the anchor, then wait - 1 more (wait >= 1 while a step is to come).
+    moved = np.busday_offset(anchor[business].to_numpy(dtype="datetime64[D]") + np.timedelta64(1, "D"),
+                             np.maximum(wait[business].to_numpy(dtype=np.int64) - 1, 0), roll="forward",
                              weekmask=calendar.weekmask, holidays=holidays)
     out = plain.copy()
     out[business] = pd.to_datetime(moved)

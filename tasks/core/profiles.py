@@ -65,7 +65,7 @@ class Profiles:
             "d1": [p.delays[0] for p in every], "d2": [p.delays[1] for p in every],
             "d3": [p.delays[2] for p in every], "start": [p.start for p in every],
             "last_rank": [p.last_rank for p in every], "unit": [p.unit for p in every],
-            "escalation_to": pd.Series([p.escalation_to for p in every], dtype="string"),
+            "escalation_to": pd.array([p.escalation_to for p in every], dtype="string"),
         }, index=pd.Index([p.name for p in every], dtype="string", name="profile"))
 
     def starts(self) -> set[str]:
