@@ -152,7 +152,7 @@ def test_overdue_without_an_escalation_address_is_quarantined_not_dropped(escala
         ["OVERDUE", "collections@corp.example"]]
 
 
-@settings(max_examples=examples(20), deadline=None)
+@settings(max_examples=examples(12), deadline=None)
 @given(calendar_scenarios(max_nights=24))
 def test_holds_calendar_minimums_and_profiles_night_by_night_are_the_oracle(scenario):
     """Holds that start, end and are deleted mid-cycle, pauses with an end, business days,
