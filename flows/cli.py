@@ -261,11 +261,12 @@ def cmd_forecast(args: argparse.Namespace, settings: Settings) -> int:
         jobs = rows["job"].value_counts()
         print(f"\n{len(rows)} email(s) in the {args.days} night(s) from {first}"
               f" (renewal: {jobs.get('renewal', 0)}, dunning: {jobs.get('dunning', 0)}).")
-    held = rows.attrs.get("held")
-    if held is not None and not held.empty:
+    held = rows.attrs.get("held") or []
+    if held:
         print(f"\nHeld on {first} (not chased until the hold ends; the next step is due its delay after):")
-        for row in held.itertuples(index=False):
-            print(f"  invoice {row.invoice_id} (client {row.client_id}): until {row.held_until}, {row.by}")
+        for row in held:
+            print(f"  invoice {row['invoice_id']} (client {row['client_id']}): until {row['held_until']},"
+                  f" {row['by']}")
     print("Assumes the nightly run every night and no payment, renewal or change; nothing was"
           " written or sent.")
     left = db.unsettled_counts(_engine(settings))

@@ -71,7 +71,7 @@ def forecast(
     would send, one row each: night, job, key, step, recipient, name (vendor or client),
     amount, currency, subject, and why that night (moved by closed days, and which). The
     parameters are the nightly flow's. `attrs["held"]`: the invoices held on the first
-    night (held_invoices), and until when."""
+    night (held_invoices), and until when, as records."""
     settings = settings or Settings.from_env()
     try:  # the nightly flow's own checks, with the forecast's own range of nights
         days = forecast_days(days)
@@ -117,5 +117,6 @@ def forecast(
             dunning_history = with_sent_dunning_steps(dunning_history, due, night)
     kept = [part for part in parts if not part.empty]
     rows = pd.concat(kept, ignore_index=True) if kept else no_forecast_rows()
-    rows.attrs["held"] = held_invoices(invoices["invoices"], invoices["clients"], start)
+    # As records: pandas compares attrs when it combines frames, and a frame in them breaks that.
+    rows.attrs["held"] = held_invoices(invoices["invoices"], invoices["clients"], start).to_dict("records")
     return rows

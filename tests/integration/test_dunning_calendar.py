@@ -17,24 +17,9 @@ from dueflow.tasks.core.addresses import Mailbox
 from dueflow.tasks.jobs import DunningJob
 from tests import examples
 from tests.helpers.calendar_scenarios import ESCALATION, day, scenarios
+from tests.helpers.factories import with_optional_columns
 from tests.helpers.oracles import expected_dunning_emails
 from tests.integration.test_dunning_candidates import databases  # noqa: F401 - the fixture
-
-OPTIONAL = {"invoices": {"dunning_hold_until": "date"},
-            "clients": {"dunning_paused_until": "date", "dunning_profile": "text"}}
-
-
-def with_optional_columns(url: str) -> None:
-    """The user's own tables (no primary key, tests/helpers/factories.py) with the optional
-    columns of holds, pauses and profiles added (other tests read them without)."""
-    engine = db.engine_for(url)
-    with engine.begin() as conn:
-        present = {(t, c) for t in OPTIONAL for c in db.read_frame(
-            engine, f"SELECT * FROM {t} LIMIT 0", {}).columns}
-        for table, columns in OPTIONAL.items():
-            for column, kind in columns.items():
-                if (table, column) not in present:
-                    conn.execute(text(f"ALTER TABLE {table} ADD COLUMN {column} {kind}"))
 
 
 def replace_rows(url: str, invoices: list[dict], clients: list[dict]) -> None:
