@@ -99,3 +99,30 @@ def test_a_profile_takes_what_it_leaves_out_from_the_run_and_refuses_default():
         (14, 14, 30), "due", "business", 2, "collections@corp.example")
     with pytest.raises(ValueError, match="not 'default'"):
         parse_profiles("[profiles.default]\nstart = \"sent\"", "f", base)
+
+
+def test_each_company_s_email_block_names_its_own_profiles(tmp_path, monkeypatch):
+    """Two deployments, one worker: each DueflowEmail block names its company's profiles (a
+    file, or a DueflowProfiles block), which win over DUEFLOW_PROFILES_FILE."""
+    from dueflow.blocks import settings as settings_module
+    from dueflow.blocks.prefect_blocks import DueflowEmail, DueflowProfiles
+
+    acme = tmp_path / "acme.toml"
+    acme.write_text("[profiles.key-account]\ndelays = [14, 14, 30]\n")
+    shared = tmp_path / "shared.toml"
+    shared.write_text("[profiles.shared]\ndelays = [1, 1, 1]\n")
+    blocks = {"acme": DueflowEmail(company_name="Acme", profiles_file=str(acme)),
+              "globex": DueflowEmail(company_name="Globex", profiles_block="globex-profiles"),
+              "globex-profiles": DueflowProfiles(profiles="[profiles.new-client]\ndelays = [7, 5, 7]\n"
+                                                          "last_step = \"REMINDED_2\"\n")}
+    monkeypatch.setattr(settings_module, "load_block", lambda _cls, name: blocks[name])
+    base = Settings.from_env({"DUEFLOW_PROFILES_FILE": str(shared)})
+    assert set(base.profiles().named) == {"shared"}
+    from dataclasses import replace
+
+    acme_profiles = replace(base, email_block="acme").with_blocks().profiles()
+    globex_profiles = replace(base, email_block="globex").with_blocks().profiles()
+    assert set(acme_profiles.named) == {"key-account"}
+    assert acme_profiles.named["key-account"].delays == (14, 14, 30)
+    assert set(globex_profiles.named) == {"new-client"}
+    assert globex_profiles.named["new-client"].last_rank == 2
