@@ -98,3 +98,32 @@ def expected_dunning_emails(starts: dict[str, date], nights: Sequence[date],
             sent.append((night, invoice, rank + 1))
             last[invoice] = (rank + 1, night)
     return sent, skipped
+
+
+def expected_renewal_keys(renewals_on: Callable[[date], dict[str, tuple[date, bool]]],
+                          run_dates: Sequence[date], leads: Sequence[int],
+                          open_day: Callable[[date], bool] = lambda _: True) -> list[str]:
+    """The renewal calendar, one night and one contract at a time (docs/design.md): per run
+    date, the most urgent lead crossed, once per cycle, never after a more urgent one. With a
+    calendar (`open_day`), nothing on a closed day, and on a business day a renewal that fell
+    on the closed days just past counts as renewing that day."""
+    most_urgent: dict[tuple[str, date], int] = {}
+    keys = []
+    for run_date in run_dates:
+        if not open_day(run_date):
+            continue
+        first = run_date  # the day after the last business day before it
+        while not open_day(first - timedelta(days=1)) and (run_date - first).days < 366:
+            first -= timedelta(days=1)
+        for cid, (renewal, active) in renewals_on(run_date).items():
+            days_left = (renewal - run_date).days
+            if days_left < 0 and renewal >= first:
+                days_left = 0
+            if not active or days_left < 0 or days_left > max(leads):
+                continue
+            lead = min(x for x in leads if x >= days_left)
+            if most_urgent.get((cid, renewal), 10**9) <= lead:
+                continue
+            most_urgent[(cid, renewal)] = lead
+            keys.append(f"renewal/{cid}/{renewal.isoformat()}/{lead}d")
+    return keys
