@@ -535,9 +535,12 @@ class _Steps:
     bounced: np.ndarray  # the last step bounced (a step still to come): the escalation is next
 
 
-def _steps_of(rows: pd.DataFrame, history: pd.DataFrame, delays: Sequence[int] | pd.DataFrame) -> _Steps:
-    """`delays`: the three waits for every row, or per row (columns d1, d2, d3)."""
-    current = current_dunning_steps(history).reindex(_text(rows, "id"))
+def _steps_of(rows: pd.DataFrame, history: pd.DataFrame, delays: Sequence[int] | pd.DataFrame,
+              current: pd.DataFrame | None = None) -> _Steps:
+    """`delays`: the three waits for every row, or per row (columns d1, d2, d3); `current`:
+    current_dunning_steps(history) aligned with the rows, when the caller has it already."""
+    if current is None:
+        current = current_dunning_steps(history).reindex(_text(rows, "id"))
     rank = current["current_rank"].fillna(0).astype("int64").to_numpy()
     if isinstance(delays, pd.DataFrame):
         table = np.column_stack([delays[["d1", "d2", "d3"]].to_numpy(dtype=np.int64),
@@ -671,7 +674,7 @@ def due_dunning_steps(
 
     def may_be_due(participating: pd.Series, start_date: pd.Series, profile: pd.DataFrame,
                    hold_end: pd.Series) -> pd.Series:
-        steps = _steps_of(plain, history, profile)
+        steps = _steps_of(plain, history, profile, history_steps)
         elapsed = _elapsed(anchor_of(start_date, hold_end), profile["unit"], as_of, calendar)
         return participating & _may_be_due(steps, elapsed)
 
@@ -679,7 +682,7 @@ def due_dunning_steps(
     # start is unreadable): the rows sql/dunning_candidates reads, whatever else is given.
     inv = _invoices(invoices, clients, timezone, profiles, as_of, relevant=may_be_due)
     rows = inv.rows
-    steps = _steps_of(rows, history, inv.profile)
+    steps = _steps_of(rows, history, inv.profile, history_steps)
     done, wait, bounced = steps.done, steps.wait, steps.bounced
     anchor = anchor_of(inv.start_date, inv.hold_end)
     elapsed = _elapsed(anchor, inv.profile["unit"], as_of, calendar)
