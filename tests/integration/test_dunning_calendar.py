@@ -14,6 +14,9 @@ from sqlalchemy import text
 
 from dueflow.tasks.adapters import db
 from dueflow.tasks.core.addresses import Mailbox
+from dueflow.tasks.core.decide import DunningRules
+from dueflow.tasks.core.profiles import default_profile, parse_profiles
+from dueflow.tasks.core.sources import parse_mapping
 from dueflow.tasks.jobs import DunningJob
 from tests import examples
 from tests.helpers.calendar_scenarios import ESCALATION, day, scenarios
@@ -58,3 +61,58 @@ def test_each_email_once_on_the_night_the_oracle_says_on_both_databases(database
                     emitted.append((night, row.subject_id, int(row.step_rank)))
         assert emitted == expected, dialect
         assert skipped == expected_skipped, dialect
+
+
+MAPPING = """
+[invoices]
+relation = "invoices"
+[invoices.columns]
+dunning_hold_until = "disputed_until"
+[clients]
+relation = "clients"
+[clients.columns]
+dunning_paused_until = "pause_end"
+dunning_profile = "segment"
+"""
+
+
+@pytest.mark.pg
+def test_holds_pauses_and_profiles_under_the_company_s_own_names_through_the_mapping(databases):  # noqa: F811
+    """A user's own tables name the optional columns their way; the mapping file maps them
+    (no DDL), and the night reads them through the sources: a hold, a pause with an end and
+    a profile honoured, on both databases."""
+    night = day(10)
+    for dialect, url in databases.items():
+        engine = db.engine_for(url)
+        present = {(t, c) for t in ("invoices", "clients")
+                   for c in db.read_frame(engine, f"SELECT * FROM {t} LIMIT 0", {}).columns}
+        with engine.begin() as conn:
+            for table, column, kind in (("invoices", "disputed_until", "date"),
+                                        ("clients", "pause_end", "date"), ("clients", "segment", "text")):
+                if (table, column) not in present:
+                    conn.execute(text(f"ALTER TABLE {table} ADD COLUMN {column} {kind}"))
+            conn.execute(text("DELETE FROM dueflow_ledger"))
+        sent = f"{day(0)}T09:00:00+00:00"
+        invoices = [{"id": f"i{n}", "client_id": f"k{n}", "number": f"F-{n}", "amount": "50.00",
+                     "currency": "EUR", "status": "sent", "sent_at": sent, "due_date": str(day(30)),
+                     "paid_at": None, "disputed_until": str(day(12)) if n == 1 else None} for n in range(4)]
+        clients = [{"id": f"k{n}", "name": "C", "email": f"k{n}@client.example", "locale": "en",
+                    "notes": None, "dunning_paused": False, "pause_end": str(day(11)) if n == 2 else None,
+                    "segment": {3: "gentle"}.get(n)} for n in range(4)]
+        replace_rows(url, invoices, clients)
+        mapping = parse_mapping(MAPPING, "mapping")
+        database = db.Database(url).with_sources(mapping, timezone="UTC")
+        profiles = parse_profiles('[profiles.gentle]\ndelays = [14, 5, 7]\n', "profiles",
+                                  default_profile((7, 5, 7), "sent"))
+        job = DunningJob((7, 5, 7), "sent", "UTC", ESCALATION, Mailbox("alerts@dueflow.test"),
+                         rules=DunningRules(profiles=profiles))
+        decision = job.decide(job.extract(database, night), night)
+        # i0: due (sent 10 days ago); i1: held until day 12; i2: its client paused until day 11;
+        # i3: its client's profile waits 14 days.
+        assert sorted(decision.to_reserve["subject_id"]) == ["i0"], dialect
+        assert decision.quarantined.empty, dialect
+        later = job.decide(job.extract(database, day(18)), day(18))
+        # i2: 7 days after its pause ended on day 11; i3: 14 days after it was sent
+        assert sorted(later.to_reserve["subject_id"]) == ["i0", "i2", "i3"], dialect
+        assert sorted(job.decide(job.extract(database, day(19)), day(19)).to_reserve["subject_id"]) == [
+            "i0", "i1", "i2", "i3"], dialect
