@@ -25,6 +25,8 @@ WITH steps AS MATERIALIZED (
                  AND CAST(pg_typeof(sent_at) AS text) IN ('text', 'character varying', 'character') AS textual
         FROM invoices
         WHERE /*include invoice_may_be_dunned*/
+          -- held tonight (dunning_hold_until after it): not dunned, nothing to quarantine
+          AND (dunning_hold_until IS NULL OR dunning_hold_until <= CAST(:hold_as_of AS date))
     ) o
     WHERE /*include dunning_candidate*/
 )

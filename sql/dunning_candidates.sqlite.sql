@@ -20,6 +20,11 @@ WITH steps AS MATERIALIZED (
                CASE :start WHEN 'sent' THEN CAST(sent_at AS text) WHEN 'due' THEN CAST(due_date AS text) END AS start_text
         FROM invoices
         WHERE /*include invoice_may_be_dunned*/
+          -- held tonight: only a plain, real YYYY-MM-DD after it (date(julianday()) gives
+          -- 2027-02-30 back as March 2nd); any other text comes along, for the rule to read
+          -- or quarantine
+          AND NOT COALESCE(date(julianday(dunning_hold_until)) = dunning_hold_until
+                           AND dunning_hold_until > :hold_as_of, 0)
     ) o
     WHERE /*include dunning_candidate*/
 )

@@ -203,7 +203,8 @@ class DunningJob(NightJob):
             "start": start, "start_by": (last_start + timedelta(days=1)).isoformat(),
             "start_by_text": (last_start + timedelta(days=3)).isoformat(),
             "after_first_by": (as_of - timedelta(days=delays[1])).isoformat(),
-            "after_second_by": (as_of - timedelta(days=delays[2])).isoformat()},
+            "after_second_by": (as_of - timedelta(days=delays[2])).isoformat(),
+            "hold_as_of": as_of.isoformat()},
             session_timezone=self.timezone)
 
         def distinct(column: str) -> list[str]:

@@ -573,14 +573,16 @@ def dunning_may_be_due(invoices: pd.DataFrame, history: pd.DataFrame, as_of: dat
     to come, its wait over or its start unreadable — whatever their client says (paused or
     not) and whether or not the row is valid: the exact rule that sql/dunning_candidates
     applies with a margin (a night reads no other open invoice). Aligned with the rows in
-    order (a fresh RangeIndex). Holds, business days and a profile's own start and longer
-    delays only make a step later, never earlier: this stays the bound (with the shortest
-    delays of every profile)."""
+    order (a fresh RangeIndex). An invoice held tonight (its own dunning_hold_until after
+    `as_of`) is not. A hold that ended, business days, a client's pause and a profile's own
+    start and longer delays only make a step later, never earlier: this stays the bound (with
+    the shortest delays of every profile)."""
     rows = invoices.reset_index(drop=True)
     sent_date, due_date = _start_dates(rows, timezone)
     steps = _steps_of(rows, history, delays)
     start_date = sent_date if start == "sent" else due_date
-    return (~_ended(rows) & _may_be_due(steps, _days_in_step(steps, start_date, as_of))).astype(bool)
+    held = (_optional_dates(rows, "dunning_hold_until")[0] > pd.Timestamp(as_of)).fillna(False).astype(bool)
+    return (~_ended(rows) & ~held & _may_be_due(steps, _days_in_step(steps, start_date, as_of))).astype(bool)
 
 
 ESCALATION_NEEDED = "OVERDUE escalation needs DUEFLOW_ESCALATION_TO set to a valid address"
