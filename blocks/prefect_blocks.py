@@ -55,6 +55,10 @@ class DueflowEmail(Block):
     bcc: str | None = Field(default=None, description="The archive: a copy of every email, envelope only")
     invoice_pdf: str | None = Field(default=None,
                                     description="Invoice PDFs for reminders: /srv/acme/{number}.pdf")
+    profiles_file: str | None = Field(default=None,
+                                      description="This company's dunning profiles (TOML file)")
+    profiles_block: str | None = Field(default=None,
+                                       description="Or the name of a DueflowProfiles block holding them")
 
 
 class DueflowSources(Block):
@@ -64,6 +68,14 @@ class DueflowSources(Block):
 
     _block_type_name = "Dueflow Sources"
     mapping: str = Field(description="The mapping, in TOML: [invoices] relation = \"…\" …")
+
+
+class DueflowProfiles(Block):
+    """Named dunning profiles chosen per client (`clients.dunning_profile`): the text of a
+    DUEFLOW_PROFILES_FILE, in TOML (docs/configuration.md, "Dunning profiles")."""
+
+    _block_type_name = "Dueflow Profiles"
+    profiles: str = Field(description="The profiles, in TOML: [profiles.key-account] delays = [14, 14, 30] …")
 
 
 class DueflowBounceMailbox(Block):

@@ -8,6 +8,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import date, datetime
+from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
@@ -18,8 +19,10 @@ from dueflow.tasks.core.addresses import parse_mailbox
 
 if TYPE_CHECKING:
     from dueflow.tasks.adapters.mail import MailConfig
+    from dueflow.tasks.core.calendar import BusinessCalendar
     from dueflow.tasks.core.invoice_pdf import PdfTemplate
     from dueflow.tasks.core.message import Sender
+    from dueflow.tasks.core.profiles import Profiles
     from dueflow.tasks.core.render import EmailLook
     from dueflow.tasks.core.sources import SourceMapping
 
@@ -61,6 +64,13 @@ def _seconds(env: Mapping[str, str], name: str, default: float) -> float:
     if value <= 0:
         raise ConfigError(f"{name}={raw!r} must be a positive number of seconds")
     return value
+
+
+def _switch(env: Mapping[str, str], name: str) -> bool:
+    raw = (env.get(name) or "off").strip().lower()
+    if raw not in ("on", "off", "true", "false", "1", "0", "yes", "no"):
+        raise ConfigError(f"{name}={raw[:40]!r} must be on or off")
+    return raw in ("on", "true", "1", "yes")
 
 
 def _count(env: Mapping[str, str], name: str, default: int, low: int = 1, high: int = 1000) -> int:
@@ -139,6 +149,15 @@ class Settings:
     # pending, bounced): "failed" (default, red in the UI) or "completed" (green, as before);
     # named "Needs attention" either way (docs/operations.md, "Needs attention").
     attention_state: str = defaults.ATTENTION_STATE
+    # Holds, calendar, thresholds, profiles (docs/configuration.md, "Dunning rules").
+    business_days: str | None = None  # DUEFLOW_BUSINESS_DAYS: mon-fri
+    holidays: str | None = None  # DUEFLOW_HOLIDAYS: ES or ES-MD (the holidays package)
+    closed_days_file: str | None = None  # DUEFLOW_CLOSED_DAYS_FILE: the company's closures
+    renewal_on_any_day: bool = False  # DUEFLOW_RENEWAL_ON_ANY_DAY=on: renewal alerts ignore the calendar
+    dunning_minimum: str | None = None  # DUEFLOW_DUNNING_MINIMUM: EUR 5, USD 5, JPY 500
+    profiles_file: str | None = None  # DUEFLOW_PROFILES_FILE: named dunning profiles (TOML)
+    profiles_block: str | None = None  # DUEFLOW_PROFILES_BLOCK: a DueflowProfiles block holding them
+    profiles_text: str | None = field(default=None, repr=False)  # the block's profiles, once loaded
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -178,6 +197,13 @@ class Settings:
             bounce_address=(env.get("DUEFLOW_BOUNCE_ADDRESS") or "").strip() or None,
             bounce_block=(env.get("DUEFLOW_BOUNCE_BLOCK") or "").strip() or None,
             attention_state=_attention_state(env),
+            business_days=(env.get("DUEFLOW_BUSINESS_DAYS") or "").strip() or None,
+            holidays=(env.get("DUEFLOW_HOLIDAYS") or "").strip() or None,
+            closed_days_file=(env.get("DUEFLOW_CLOSED_DAYS_FILE") or "").strip() or None,
+            renewal_on_any_day=_switch(env, "DUEFLOW_RENEWAL_ON_ANY_DAY"),
+            dunning_minimum=(env.get("DUEFLOW_DUNNING_MINIMUM") or "").strip() or None,
+            profiles_file=(env.get("DUEFLOW_PROFILES_FILE") or "").strip() or None,
+            profiles_block=(env.get("DUEFLOW_PROFILES_BLOCK") or "").strip() or None,
         )
         from dueflow.blocks.urls import read_url
 
@@ -190,7 +216,70 @@ class Settings:
         settings.invoice_pdf_template()
         settings.source_mapping()
         settings.bounce_mailbox()
+        settings.calendar()
+        settings.minimums()
+        settings.profiles()
         return settings
+
+    def calendar(self) -> BusinessCalendar | None:
+        """DUEFLOW_BUSINESS_DAYS, DUEFLOW_HOLIDAYS and DUEFLOW_CLOSED_DAYS_FILE as one
+        calendar, checked (one ConfigError line); None when none is set (every day open)."""
+        from dueflow.tasks.core.calendar import (
+            BusinessCalendar,
+            CalendarError,
+            parse_business_days,
+            parse_closed_days,
+            parse_holidays,
+        )
+
+        if not (self.business_days or self.holidays or self.closed_days_file):
+            return None
+        try:
+            closed: tuple = ()
+            if self.closed_days_file:
+                try:
+                    text = Path(self.closed_days_file).expanduser().read_text(encoding="utf-8")
+                except (OSError, UnicodeDecodeError) as exc:
+                    raise ConfigError(f"DUEFLOW_CLOSED_DAYS_FILE={self.closed_days_file!r} cannot be"
+                                      f" read: {getattr(exc, 'strerror', None) or exc}") from None
+                closed = parse_closed_days(text, f"DUEFLOW_CLOSED_DAYS_FILE {self.closed_days_file}")
+            country, subdiv = parse_holidays(self.holidays)
+            return BusinessCalendar(parse_business_days(self.business_days), country, subdiv, closed)
+        except CalendarError as exc:
+            raise ConfigError(str(exc)) from None
+
+    def minimums(self) -> dict[str, Decimal]:
+        """DUEFLOW_DUNNING_MINIMUM parsed: per currency, no reminder below it."""
+        from dueflow.tasks.core.money import parse_minimums
+
+        try:
+            return parse_minimums(self.dunning_minimum)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+
+    def profiles(self, default: Profiles | None = None) -> Profiles:
+        """The named dunning profiles (DUEFLOW_PROFILES_FILE, or a DueflowProfiles block's
+        text once `with_blocks` has loaded it) over `default` (the run's parameters), checked:
+        one ConfigError line naming the file, profile and fix."""
+        from dueflow.tasks.core.defaults import DUNNING_DELAYS
+        from dueflow.tasks.core.profiles import ProfileError, default_profile, parse_profiles
+
+        default = default or default_profile(DUNNING_DELAYS, "sent")
+        if self.profiles_text is not None:
+            text, origin = self.profiles_text, f"DueflowProfiles block {self.profiles_block!r}"
+        elif self.profiles_file:
+            try:
+                text = Path(self.profiles_file).expanduser().read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as exc:
+                raise ConfigError(f"DUEFLOW_PROFILES_FILE={self.profiles_file!r} cannot be read:"
+                                  f" {getattr(exc, 'strerror', None) or exc}") from None
+            origin = f"DUEFLOW_PROFILES_FILE {self.profiles_file}"
+        else:
+            return default
+        try:
+            return parse_profiles(text, origin, default)
+        except ProfileError as exc:
+            raise ConfigError(str(exc)) from None
 
     def bounce_mailbox(self) -> Any:
         """DUEFLOW_BOUNCE_URL parsed (tasks.adapters.mailbox.BounceConfig), or None when no
@@ -263,10 +352,18 @@ class Settings:
             block = load_block(DueflowEmail, self.email_block)
             settings = replace(settings, **{name: value for name in EMAIL_FIELDS
                                             if (value := getattr(block, name, None)) not in (None, "")})
+            if getattr(block, "profiles_file", None) and not getattr(block, "profiles_block", None):
+                settings = replace(settings, profiles_block=None, profiles_text=None)  # this company's file
             settings.sender()
             settings.escalation_address()
             settings.email_look()
             settings.invoice_pdf_template()
+        if settings.profiles_block and settings.profiles_text is None:
+            from dueflow.blocks.prefect_blocks import DueflowProfiles
+
+            block = load_block(DueflowProfiles, settings.profiles_block)
+            settings = replace(settings, profiles_text=block.profiles)
+        settings.profiles()
         return settings
 
     def mail_config(self) -> MailConfig:
@@ -376,7 +473,7 @@ class Settings:
 # the block they name (the flow's `email_block` parameter).
 EMAIL_FIELDS = ("mail_from", "mail_from_name", "reply_to", "company_name", "signature",
                 "payment_instructions", "payment_link", "contract_contact", "templates_dir",
-                "escalation_to", "bcc", "invoice_pdf")
+                "escalation_to", "bcc", "invoice_pdf", "profiles_file", "profiles_block")
 
 
 def _multiline(value: str | None) -> str:

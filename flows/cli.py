@@ -272,6 +272,12 @@ def cmd_forecast(args: argparse.Namespace, settings: Settings) -> int:
         jobs = rows["job"].value_counts()
         print(f"\n{len(rows)} email(s) in the {args.days} night(s) from {first}"
               f" (renewal: {jobs.get('renewal', 0)}, dunning: {jobs.get('dunning', 0)}).")
+    held = rows.attrs.get("held") or []
+    if held:
+        print(f"\nHeld on {first} (not chased until the hold ends; the next step is due its delay after):")
+        for row in held:
+            print(f"  invoice {row['invoice_id']} (client {row['client_id']}): until {row['held_until']},"
+                  f" {row['by']}")
     print("Assumes the nightly run every night and no payment, renewal or change; nothing was"
           " written or sent.")
     left = db.unsettled_counts(_engine(settings))
@@ -293,14 +299,17 @@ def forecast_table(rows: pd.DataFrame, width: int) -> list[str]:
     amount = pd.to_numeric(rows["amount"], errors="coerce")
     written = rows["amount"].astype("string").fillna("")
     money = money_texts(amount, rows["currency"].astype("string")).where(amount.notna(), written)
+    why = shown["why"].astype(str) if "why" in shown else pd.Series("", index=shown.index)
     columns = ["night", "job", "step", "recipient", "name", "subject"]
-    cells = [[*map(str, row[:5]), str(m), str(row[5])] for row, m in zip(
-        shown.loc[:, columns].itertuples(index=False, name=None), money, strict=True)]
-    header = ["night", "job", "step", "recipient", "name", "amount", "subject"]
-    widest = [max([len(header[i])] + [len(r[i]) for r in cells]) for i in range(len(header) - 1)]
+    cells = [[*map(str, row[:5]), str(m), str(row[5]), str(w)] for row, m, w in zip(
+        shown.loc[:, columns].itertuples(index=False, name=None), money, why, strict=True)]
+    header = ["night", "job", "step", "recipient", "name", "amount", "subject", "why"]
+    widest = [max([len(header[i])] + [len(r[i]) for r in cells]) for i in range(len(header) - 2)]
     caps: list[int | None] = [None, None, None, min(widest[3], 28), min(widest[4], 20), None]
-    taken = sum(w if cap is None else cap for w, cap in zip(widest, caps, strict=True)) + 2 * 6
-    return wrapped_table(header, cells, [*caps, max(20, width - taken)])
+    taken = sum(w if cap is None else cap for w, cap in zip(widest, caps, strict=True)) + 2 * 7
+    # The subject and the reason for a moved night share what is left, whole words each.
+    why_width = min(max([3] + [len(r[7]) for r in cells]), max(12, (width - taken) // 3))
+    return wrapped_table(header, cells, [*caps, max(20, width - taken - why_width), why_width])
 
 
 def cmd_check(args: argparse.Namespace) -> int:

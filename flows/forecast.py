@@ -38,6 +38,8 @@ def forecast_flow(
     renewal_locale: str = "en",
     dunning_delays: list[int] = list(defaults.DUNNING_DELAYS),  # noqa: B006
     dunning_start: Start = "sent",
+    dunning_delay_unit: str = "calendar",
+    renewal_on_any_day: bool = False,
 ) -> pd.DataFrame:
     """Every email the nightly run would send on each of `days` nights from `start`
     (default: today), assuming it runs every night and nothing is paid, renewed or
@@ -46,7 +48,8 @@ def forecast_flow(
     settings = Settings.from_env().with_blocks()
     rows = forecast(start, days, settings=settings, renewal_leads=renewal_leads,
                     renewal_locale=renewal_locale, dunning_delays=dunning_delays,
-                    dunning_start=dunning_start)
+                    dunning_start=dunning_start, dunning_delay_unit=dunning_delay_unit,
+                    renewal_on_any_day=renewal_on_any_day)
     first = start or settings.today()
     headline = (f"Forecast of {days} night(s) from {first}: {len(rows)} email(s) would go out"
                 " (assuming a run every night and no data changes)")

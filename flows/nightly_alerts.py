@@ -56,6 +56,7 @@ Backoff = Annotated[int, _shown(minimum=0, maximum=P.MAX_BACKOFF_MINUTES)]
 AsOf = Annotated[date | str | None, WithJsonSchema({"type": "string", "default": "", "maxLength": 10})]
 SendCap = Annotated[int | None, _shown(minimum=0, maximum=P.MAX_SEND_CAP)]
 Start = Annotated[str, _shown(enum=list(P.DUNNING_STARTS))]
+Unit = Annotated[str, _shown(enum=list(P.DELAY_UNITS))]
 EmailBlock = Annotated[str | None, _shown(maxLength=P.MAX_BLOCK_NAME)]
 # adopt is a one-time take-over, never a night's setting: the form says so in its title.
 Adopt = Annotated[bool, _shown(title="adopt — one-time take-over: sends nothing")]
@@ -158,6 +159,8 @@ def nightly_alerts(
     renewal_locale: Locale = "en",
     dunning_delays: Delays = list(defaults.DUNNING_DELAYS),  # noqa: B006
     dunning_start: Start = "sent",
+    dunning_delay_unit: Unit = "calendar",
+    renewal_on_any_day: bool = False,
     retry_max_attempts: Attempts = defaults.RETRY_MAX_ATTEMPTS,
     retry_backoff_minutes: Backoff = defaults.RETRY_BACKOFF_MINUTES,
     send_cap: SendCap = None,
@@ -181,6 +184,10 @@ def nightly_alerts(
             from it to the second, from it to the escalation to a colleague (default 7, 5, 7).
         dunning_start: What the first delay counts from: the day the invoice was sent
             ("sent") or its due date ("due").
+        dunning_delay_unit: "calendar" days, or "business" days of the calendar
+            (DUEFLOW_BUSINESS_DAYS, DUEFLOW_HOLIDAYS, DUEFLOW_CLOSED_DAYS_FILE).
+        renewal_on_any_day: Renewal alerts go out on closed days too (otherwise, with a
+            calendar, they wait for the next business day as reminders do).
         retry_max_attempts: Attempts in all for an email that surely failed; later runs
             retry it until then.
         retry_backoff_minutes: Minutes to wait after a failed attempt before the next.
@@ -214,7 +221,8 @@ def nightly_alerts(
     params = checked_parameters(
         renewal_leads=renewal_leads, dunning_delays=dunning_delays, dunning_start=dunning_start,
         renewal_locale=renewal_locale, retry_max_attempts=retry_max_attempts,
-        retry_backoff_minutes=retry_backoff_minutes, send_cap=send_cap, adopt=adopt, dry_run=dry_run)
+        retry_backoff_minutes=retry_backoff_minutes, send_cap=send_cap, adopt=adopt, dry_run=dry_run,
+        dunning_delay_unit=dunning_delay_unit, renewal_on_any_day=renewal_on_any_day)
     logger = get_run_logger()
     # Every source relation found and every statement of the night planned, and dueflow's
     # own tables writable, before the first write: a shape dueflow cannot read is one line.

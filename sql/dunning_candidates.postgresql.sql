@@ -4,6 +4,8 @@
 -- (G6); candidates without an id come by the second branch. Open invoices sent days ago
 -- and not due for days are not read, nor their clients or history (docs/performance.md).
 -- steps: each invoice's last step in the ledger; dated: those whose wait is over.
+-- :start is 'sent', 'due', or 'any' when clients' dunning profiles count from either: then
+-- every open invoice without a step comes along (its start text NULL), the rule decides.
 WITH steps AS MATERIALIZED (
     SELECT m.subject_id, MAX(m.step_rank) AS step_rank
     FROM dueflow_ledger m WHERE m.job = 'dunning'
@@ -16,19 +18,22 @@ WITH steps AS MATERIALIZED (
        OR (s.step_rank = 2 AND COALESCE(m.attempt_as_of, m.as_of) <= CAST(:after_second_by AS date))
 ), picked AS MATERIALIZED (
     SELECT o.* FROM (
-        SELECT id, client_id, number, amount, amount_minor, currency, status, sent_at, due_date, paid_at, pdf_path,
-               CASE WHEN CAST(:start AS text) = 'sent' THEN CAST(sent_at AS text) ELSE CAST(due_date AS text) END AS start_text,
+        SELECT id, client_id, number, amount, amount_minor, currency, status, sent_at, due_date, paid_at, dunning_hold_until, pdf_path,
+               CASE CAST(:start AS text) WHEN 'sent' THEN CAST(sent_at AS text)
+                                         WHEN 'due' THEN CAST(due_date AS text) END AS start_text,
                CAST(:start AS text) = 'sent'
                  AND CAST(pg_typeof(sent_at) AS text) IN ('text', 'character varying', 'character') AS textual
         FROM invoices
         WHERE /*include invoice_may_be_dunned*/
+          -- held tonight (dunning_hold_until after it): not dunned, nothing to quarantine
+          AND (dunning_hold_until IS NULL OR dunning_hold_until <= CAST(:hold_as_of AS date))
     ) o
     WHERE /*include dunning_candidate*/
 )
-SELECT id, client_id, number, amount, amount_minor, currency, status, sent_at, due_date, paid_at, pdf_path
+SELECT id, client_id, number, amount, amount_minor, currency, status, sent_at, due_date, paid_at, dunning_hold_until, pdf_path
 FROM invoices
 WHERE id IN (SELECT id FROM picked)
 UNION ALL
-SELECT id, client_id, number, amount, amount_minor, currency, status, sent_at, due_date, paid_at, pdf_path
+SELECT id, client_id, number, amount, amount_minor, currency, status, sent_at, due_date, paid_at, dunning_hold_until, pdf_path
 FROM picked
 WHERE id IS NULL

@@ -16,17 +16,22 @@ WITH steps AS MATERIALIZED (
        OR (s.step_rank = 2 AND COALESCE(m.attempt_as_of, m.as_of) <= :after_second_by)
 ), picked AS MATERIALIZED (
     SELECT o.* FROM (
-        SELECT id, client_id, number, amount, amount_minor, currency, status, sent_at, due_date, paid_at, pdf_path,
-               CASE WHEN :start = 'sent' THEN CAST(sent_at AS text) ELSE CAST(due_date AS text) END AS start_text
+        SELECT id, client_id, number, amount, amount_minor, currency, status, sent_at, due_date, paid_at, dunning_hold_until, pdf_path,
+               CASE :start WHEN 'sent' THEN CAST(sent_at AS text) WHEN 'due' THEN CAST(due_date AS text) END AS start_text
         FROM invoices
         WHERE /*include invoice_may_be_dunned*/
+          -- held tonight: only a plain, real YYYY-MM-DD after it (date(julianday()) gives
+          -- 2027-02-30 back as March 2nd); any other text comes along, for the rule to read
+          -- or quarantine
+          AND NOT COALESCE(date(julianday(dunning_hold_until)) = dunning_hold_until
+                           AND dunning_hold_until > :hold_as_of, 0)
     ) o
     WHERE /*include dunning_candidate*/
 )
-SELECT id, client_id, number, amount, amount_minor, currency, status, sent_at, due_date, paid_at, pdf_path
+SELECT id, client_id, number, amount, amount_minor, currency, status, sent_at, due_date, paid_at, dunning_hold_until, pdf_path
 FROM invoices
 WHERE id IN (SELECT id FROM picked)
 UNION ALL
-SELECT id, client_id, number, amount, amount_minor, currency, status, sent_at, due_date, paid_at, pdf_path
+SELECT id, client_id, number, amount, amount_minor, currency, status, sent_at, due_date, paid_at, dunning_hold_until, pdf_path
 FROM picked
 WHERE id IS NULL

@@ -70,7 +70,9 @@ VARIABLES = ("DUEFLOW_DATABASE_URL", "DUEFLOW_MAIL_URL", "DUEFLOW_TIMEZONE", "DU
              "DUEFLOW_SMTP_CONNECT_TIMEOUT", "DUEFLOW_SMTP_REPLY_TIMEOUT", "DUEFLOW_SMTP_MAX_FAILURES",
              "DUEFLOW_SOURCE_SCHEMA", "DUEFLOW_LEDGER_SCHEMA", "DUEFLOW_SOURCES_FILE", "DUEFLOW_BOUNCE_URL",
              "DUEFLOW_BOUNCE_ADDRESS", "DUEFLOW_BCC", "DUEFLOW_INVOICE_PDF", "DUEFLOW_INVOICE_PDF_MAX_BYTES",
-             "DUEFLOW_RETAIN_BODIES_DAYS", "DUEFLOW_ATTENTION_STATE")
+             "DUEFLOW_RETAIN_BODIES_DAYS", "DUEFLOW_BUSINESS_DAYS", "DUEFLOW_HOLIDAYS",
+             "DUEFLOW_CLOSED_DAYS_FILE", "DUEFLOW_RENEWAL_ON_ANY_DAY", "DUEFLOW_DUNNING_MINIMUM",
+             "DUEFLOW_PROFILES_FILE", "DUEFLOW_ATTENTION_STATE")
 
 
 def check_settings(env: dict[str, str]) -> tuple[list[Check], Settings | None]:
@@ -97,6 +99,9 @@ def check_settings(env: dict[str, str]) -> tuple[list[Check], Settings | None]:
                             "set DUEFLOW_ESCALATION_TO=collections@yourcompany.example"))
     else:
         checks.append(Check("setting DUEFLOW_ESCALATION_TO", True, f"escalations go to {escalation}"))
+    rules = dunning_rules_line(settings)
+    if rules:
+        checks.append(Check("dunning rules", True, rules))
     return checks, settings
 
 
@@ -124,6 +129,33 @@ def unanswerable_sender(settings: Settings) -> Check | None:
     return Check("reply address", True, f"{why}: a client who answers a reminder reaches no one",
                  "set DUEFLOW_MAIL_FROM to your company's address, or DUEFLOW_REPLY_TO to the mailbox"
                  " that reads the replies (e.g. accounts@yourcompany.example)", warning=True)
+
+
+def dunning_rules_line(settings: Settings) -> str:
+    """The calendar, minimums and profiles in one line ('' when none is set): which days
+    emails go out, and whether today is one."""
+    parts = []
+    calendar = settings.calendar()
+    if calendar is not None:
+        today = settings.today()
+        why = calendar.why_closed(today)
+        days = [name[:3].lower() for name, on in zip(("Monday", "Tuesday", "Wednesday", "Thursday", "Friday",
+                                                      "Saturday", "Sunday"), calendar.weekmask, strict=True)
+                if on == "1"]
+        parts.append(f"business days {','.join(days)}"
+                     + (f", holidays {calendar.country}{'-' + calendar.subdiv if calendar.subdiv else ''}"
+                        if calendar.country else "")
+                     + (f", {len(calendar.closed)} closed day(s)" if calendar.closed else "")
+                     + (f"; today is closed ({why}): emails wait for {calendar.next_open(today)}" if why
+                        else "; today is a business day")
+                     + ("; renewal alerts on any day" if settings.renewal_on_any_day else ""))
+    minimums = settings.minimums()
+    if minimums:
+        parts.append("no reminder below " + ", ".join(f"{c} {m}" for c, m in minimums.items()))
+    named = settings.profiles().named
+    if named:
+        parts.append(f"profiles {', '.join(sorted(named))}")
+    return "; ".join(parts)
 
 
 # -- Prefect ----------------------------------------------------------------------------------

@@ -25,6 +25,7 @@ from dueflow.tasks.adapters import db
 from dueflow.tasks.core import defaults
 from dueflow.tasks.core.forecast import (
     forecast_rows,
+    held_invoices,
     no_forecast_rows,
     with_reserved_renewals,
     with_sent_dunning_steps,
@@ -33,6 +34,7 @@ from dueflow.tasks.core.frames import pd
 from dueflow.tasks.core.parameters import (
     MAX_FORECAST_DAYS,
     ParameterError,
+    delay_unit_of,
     delays_of,
     dunning_start_of,
     forecast_days,
@@ -41,7 +43,7 @@ from dueflow.tasks.core.parameters import (
     locale_of,
 )
 from dueflow.tasks.core.render import Composed
-from dueflow.tasks.jobs import DunningJob, RenewalJob
+from dueflow.tasks.jobs import DunningJob, RenewalJob, dunning_rules
 
 FORECAST_NOTE = "forecast: template paragraph (the LLM is never asked for a forecast)"
 MAX_DAYS = MAX_FORECAST_DAYS
@@ -62,10 +64,14 @@ def forecast(
     renewal_locale: str = "en",
     dunning_delays: Sequence[int] = defaults.DUNNING_DELAYS,
     dunning_start: str = "sent",
+    dunning_delay_unit: str = "calendar",
+    renewal_on_any_day: bool = False,
 ) -> pd.DataFrame:
     """The emails each of `days` nights from `start` (default: today in DUEFLOW_TIMEZONE)
     would send, one row each: night, job, key, step, recipient, name (vendor or client),
-    amount, currency, subject. The parameters are the nightly flow's."""
+    amount, currency, subject, and why that night (moved by closed days, and which). The
+    parameters are the nightly flow's. `attrs["held"]`: the invoices held on the first
+    night (held_invoices), and until when, as records."""
     settings = settings or Settings.from_env()
     try:  # the nightly flow's own checks, with the forecast's own range of nights
         days = forecast_days(days)
@@ -73,14 +79,18 @@ def forecast(
         dunning_delays = delays_of(dunning_delays)
         counted_from = dunning_start_of(dunning_start)
         renewal_locale = locale_of(renewal_locale)
+        unit = delay_unit_of(dunning_delay_unit)
         start = forecast_start(start or settings.today())
     except ParameterError as exc:
         raise ConfigError(str(exc)) from None
     database = db.open_database(settings)
     sender, look = settings.sender(), settings.email_look()
-    renewal = RenewalJob(leads, renewal_locale, sender, look)
+    calendar = settings.calendar()
+    any_day = renewal_on_any_day or settings.renewal_on_any_day
+    renewal = RenewalJob(leads, renewal_locale, sender, look, None if any_day else calendar)
     dunning = DunningJob(dunning_delays, counted_from, settings.timezone, settings.escalation_address(),
-                         sender, look, llm=None)  # the LLM is never asked for a forecast
+                         sender, look, llm=None,  # the LLM is never asked for a forecast
+                         rules=dunning_rules(settings, dunning_delays, counted_from, unit))
 
     # The dunning extraction of every open invoice: one read serves every night.
     invoices = dunning.extract_all(database)
@@ -93,7 +103,8 @@ def forecast(
         due = renewal.decide(contracts, night).to_reserve
         if not due.empty:
             composed = renewal.compose(due, contracts, night, {})
-            parts.append(forecast_rows(night, renewal.name, due, due["vendor"], _subjects(composed)))
+            parts.append(forecast_rows(night, renewal.name, due, due["vendor"], _subjects(composed),
+                                       renewal.calendar))
             renewals_reserved = pd.concat(
                 [renewals_reserved, due.loc[:, ["subject_id", "cycle", "step_rank"]]], ignore_index=True)
 
@@ -101,7 +112,11 @@ def forecast(
         due = dunning.decide(extracted, night).to_reserve
         if not due.empty:
             composed = dunning.compose(due, extracted, night, dunning.template_drafts(due, FORECAST_NOTE))
-            parts.append(forecast_rows(night, dunning.name, due, due["client_name"], _subjects(composed)))
+            parts.append(forecast_rows(night, dunning.name, due, due["client_name"], _subjects(composed),
+                                       calendar))
             dunning_history = with_sent_dunning_steps(dunning_history, due, night)
     kept = [part for part in parts if not part.empty]
-    return pd.concat(kept, ignore_index=True) if kept else no_forecast_rows()
+    rows = pd.concat(kept, ignore_index=True) if kept else no_forecast_rows()
+    # As records: pandas compares attrs when it combines frames, and a frame in them breaks that.
+    rows.attrs["held"] = held_invoices(invoices["invoices"], invoices["clients"], start).to_dict("records")
+    return rows

@@ -30,8 +30,10 @@ from dueflow.tasks.adapters import db
 from dueflow.tasks.adapters.db import Database
 from dueflow.tasks.adapters.invoice_files import with_invoice_pdfs
 from dueflow.tasks.core.addresses import Mailbox
+from dueflow.tasks.core.calendar import BusinessCalendar
 from dueflow.tasks.core.decide import (
     Decision,
+    DunningRules,
     due_dunning_steps,
     due_renewal_alerts,
     dunning_steps_for,
@@ -50,6 +52,7 @@ from dueflow.tasks.core.llm_guard import DRAFTED_STEPS, reminders, template_draf
 from dueflow.tasks.core.message import OutgoingEmail
 from dueflow.tasks.core.money import amounts_from_minor
 from dueflow.tasks.core.parameters import DunningStart, RunParameters
+from dueflow.tasks.core.profiles import default_profile
 from dueflow.tasks.core.render import (
     Composed,
     Draft,
@@ -132,9 +135,10 @@ class RenewalJob(NightJob):
     locale: str
     sender: Mailbox
     look: EmailLook | None = None
+    calendar: BusinessCalendar | None = None  # alerts wait for business days (None: any day)
 
     def extract(self, database: Database, as_of: date) -> Extracted:
-        start, end = renewal_window(as_of, self.leads)
+        start, end = renewal_window(as_of, self.leads, self.calendar)
         engine = database.engine
         # Rows the ledger already settles come with settled_lead set and are not decided
         # again; the history is read only for the others (docs/performance.md).
@@ -146,8 +150,8 @@ class RenewalJob(NightJob):
 
     def decide(self, extracted: Extracted, as_of: date) -> Decision:
         contracts, settled = settled_apart(extracted["contracts"])
-        return with_settled(due_renewal_alerts(contracts, extracted["history"], as_of, self.leads),
-                            settled, as_of)
+        return with_settled(due_renewal_alerts(contracts, extracted["history"], as_of, self.leads,
+                                               self.calendar), settled, as_of)
 
     def compose(self, winners: pd.DataFrame, extracted: Extracted, as_of: date,
                 drafts: dict[str, Draft]) -> Composed:
@@ -177,18 +181,30 @@ class DunningJob(NightJob):
     look: EmailLook | None = None
     llm: LLMConfig | None = None
     invoice_pdf: PdfTemplate | None = None  # DUEFLOW_INVOICE_PDF: the PDF each reminder carries
+    rules: DunningRules | None = None  # profiles, calendar, minimums (None: the parameters alone)
+
+    def _bounds(self) -> tuple[tuple[int, ...], str]:
+        """The shortest delays of every profile, and the start they count from ('any' when
+        profiles differ): the margin sql/dunning_candidates reads with."""
+        profiles = self.rules.profiles if self.rules else None
+        if profiles is None:
+            return tuple(self.delays), self.start
+        starts = profiles.starts()
+        return profiles.shortest_delays(), next(iter(starts)) if len(starts) == 1 else "any"
 
     def extract(self, database: Database, as_of: date) -> Extracted:
         """Tonight's share of `extract_all`: the invoices whose next step may be due
         (sql/dunning_candidates), and only their clients and history. What a night decides
         is the same (tests/integration/test_dunning_candidates.py)."""
         engine = database.engine
-        last_start = as_of - timedelta(days=self.delays[0])  # the latest start whose first step is due
+        delays, start = self._bounds()
+        last_start = as_of - timedelta(days=delays[0])  # the latest start whose first step is due
         invoices = db.extract_frame(engine, database.source_statement("dunning_candidates"), {
-            "start": self.start, "start_by": (last_start + timedelta(days=1)).isoformat(),
+            "start": start, "start_by": (last_start + timedelta(days=1)).isoformat(),
             "start_by_text": (last_start + timedelta(days=3)).isoformat(),
-            "after_first_by": (as_of - timedelta(days=self.delays[1])).isoformat(),
-            "after_second_by": (as_of - timedelta(days=self.delays[2])).isoformat()},
+            "after_first_by": (as_of - timedelta(days=delays[1])).isoformat(),
+            "after_second_by": (as_of - timedelta(days=delays[2])).isoformat(),
+            "hold_as_of": as_of.isoformat()},
             session_timezone=self.timezone)
 
         def distinct(column: str) -> list[str]:
@@ -210,7 +226,7 @@ class DunningJob(NightJob):
 
     def decide(self, extracted: Extracted, as_of: date) -> Decision:
         return due_dunning_steps(extracted["invoices"], extracted["clients"], extracted["history"], as_of,
-                                 self.delays, self.timezone, self.escalation_to, self.start)
+                                 self.delays, self.timezone, self.escalation_to, self.start, self.rules)
 
     def drafts(self, winners: pd.DataFrame, database: Database) -> dict[str, Draft]:
         # Drafting happens after reservation: the model is only ever asked about keys this
@@ -239,7 +255,7 @@ class DunningJob(NightJob):
 
     def decide_again(self, extracted: Extracted, rows: pd.DataFrame, as_of: date) -> Decision:
         return dunning_steps_for(extracted["invoices"], extracted["clients"], rows, as_of, self.timezone,
-                                 self.escalation_to)
+                                 self.escalation_to, self.rules.profiles if self.rules else None)
 
 
 def attach_invoices(due: pd.DataFrame, template: PdfTemplate | None) -> pd.DataFrame:
@@ -253,9 +269,19 @@ def attach_invoices(due: pd.DataFrame, template: PdfTemplate | None) -> pd.DataF
 def night_jobs(settings: Settings, params: RunParameters) -> tuple[RenewalJob, DunningJob]:
     """A night's jobs, in the order it runs them, with its settings and parameters."""
     sender, look = settings.sender(), settings.email_look()
-    return (RenewalJob(params.leads, params.renewal_locale, sender, look),
+    calendar = settings.calendar()
+    any_day = params.renewal_on_any_day or settings.renewal_on_any_day
+    return (RenewalJob(params.leads, params.renewal_locale, sender, look, None if any_day else calendar),
             DunningJob(params.delays, params.dunning_start, settings.timezone, settings.escalation_address(),
-                       sender, look, settings.llm, settings.invoice_pdf_template()))
+                       sender, look, settings.llm, settings.invoice_pdf_template(),
+                       dunning_rules(settings, params.delays, params.dunning_start, params.delay_unit)))
+
+
+def dunning_rules(settings: Settings, delays: Sequence[int], start: DunningStart, unit: str) -> DunningRules:
+    """The profiles (over the run's parameters, the default profile), calendar and minimums
+    the settings give."""
+    default = default_profile(delays, start, unit, settings.escalation_address())
+    return DunningRules(settings.profiles(default), settings.calendar(), settings.minimums())
 
 
 @dataclass(frozen=True)

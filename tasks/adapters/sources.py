@@ -503,6 +503,7 @@ _SAMPLE_VALUES: dict[str, Any] = {
     "start_by_text": "2000-01-01",
     "after_first_by": "2000-01-01",
     "after_second_by": "2000-01-01",
+    "hold_as_of": "2000-01-01",
 }
 _ARRAYS = ("keys", "subject_ids", "cycles", "steps", "step_ranks", "recipients", "previous_by", "ids")
 

@@ -8,13 +8,15 @@ by construction: a missing or unexpected value is a reason, never a silent "no".
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import date, timedelta
+from decimal import Decimal
 
 import numpy as np
 
 from dueflow.tasks.core.addresses import address_problems, valid_email
+from dueflow.tasks.core.calendar import BusinessCalendar
 from dueflow.tasks.core.frames import pd
 from dueflow.tasks.core.keys import (
     CLIENT_STEPS,
@@ -26,8 +28,9 @@ from dueflow.tasks.core.keys import (
     renewal_keys,
 )
 from dueflow.tasks.core.locales import SUPPORTED_LOCALES
-from dueflow.tasks.core.money import amount_problems, known_currency
+from dueflow.tasks.core.money import amount_problems, below_minimum, known_currency
 from dueflow.tasks.core.parameters import DunningStart  # checked there, once (dunning_start_of)
+from dueflow.tasks.core.profiles import Profiles, default_profile
 from dueflow.tasks.core.statuses import (
     CONTRACT_ACTIVE,
     CONTRACT_CANCELLED,
@@ -43,13 +46,14 @@ TEXT_LIMIT = 200  # characters of a name, title or number shown in an email
 
 RENEWAL_COLUMNS = (
     "key", "subject_id", "cycle", "step", "step_rank", "recipient", "vendor", "title",
-    "amount", "currency", "renewal_date", "days_left", "handled",
+    "amount", "currency", "renewal_date", "days_left", "handled", "due_since",
 )
 DUNNING_COLUMNS = (
     "key", "subject_id", "cycle", "step", "step_rank", "recipient", "previous_by", "handled",
     "number", "amount", "currency", "issue_date", "due_date", "client_id", "client_name",
-    "client_email", "locale", "notes", "days_in_step", "cc_recipient", "pdf_path",
+    "client_email", "locale", "notes", "days_in_step", "cc_recipient", "pdf_path", "due_since",
 )
+SKIPPED_COLUMNS = ("source_id", "reason")
 
 
 @dataclass(frozen=True)
@@ -63,6 +67,10 @@ class Decision:
 
     due: pd.DataFrame
     quarantined: pd.DataFrame
+    # Rows due tonight that a setting says not to chase (below DUEFLOW_DUNNING_MINIMUM):
+    # source_id, reason. Reported once a night in the counts; neither sent nor quarantined.
+    skipped: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(
+        {c: pd.Series(dtype="string") for c in SKIPPED_COLUMNS}))
 
     @property
     def to_reserve(self) -> pd.DataFrame:
@@ -77,9 +85,24 @@ def normalise_leads(leads: Sequence[int]) -> list[int]:
     return cleaned
 
 
-def renewal_window(as_of: date, leads: Sequence[int]) -> tuple[date, date]:
-    """The renewal dates that can be due on `as_of`: [as_of, as_of + widest lead]."""
-    return as_of, as_of + timedelta(days=max(normalise_leads(leads)))
+def renewal_window(as_of: date, leads: Sequence[int],
+                   calendar: BusinessCalendar | None = None) -> tuple[date, date]:
+    """The renewal dates that can be due on `as_of`: [as_of, as_of + widest lead], from the
+    day after the last business day when alerts wait for business days (`calendar`): a
+    renewal that fell on the closed days just past still gets its most urgent alert."""
+    return lookback_start(as_of, calendar), as_of + timedelta(days=max(normalise_leads(leads)))
+
+
+def lookback_start(as_of: date, calendar: BusinessCalendar | None) -> date:
+    """The first day whose due emails go out on `as_of`: the day after the last business day
+    before it (as_of itself without a calendar, or when yesterday was open)."""
+    if calendar is None or not calendar.active:
+        return as_of
+    return calendar.previous_open(as_of) + timedelta(days=1)
+
+
+def closed_tonight(as_of: date, calendar: BusinessCalendar | None) -> bool:
+    return calendar is not None and calendar.active and not calendar.is_open(as_of)
 
 
 def due_lead(days_left: np.ndarray, leads: Sequence[int]) -> np.ndarray:
@@ -162,6 +185,9 @@ def _renewal_rows(rows: pd.DataFrame, good: pd.Series, renewal: pd.Series, lead:
             "currency": rows.loc[good, "currency"].astype("string"),
             "renewal_date": renewal[good].dt.date,
             "days_left": (renewal[good] - pd.Timestamp(as_of)).dt.days.astype(np.int64),
+            # The first night this alert was due (its lead's day, or the first day of the
+            # catch-up window): a later night means closed days moved it (the forecast says).
+            "due_since": (renewal[good] - pd.to_timedelta(step_rank, unit="D")).dt.date,
         }
     )
 
@@ -190,20 +216,27 @@ def due_renewal_alerts(
     history: pd.DataFrame,
     as_of: date,
     leads: Sequence[int],
+    calendar: BusinessCalendar | None = None,
 ) -> Decision:
     """Renewal alerts due on `as_of` (docs/design.md, "The rules").
 
     contracts: id, vendor, title, amount, currency, renewal_date, notify_email, status.
     history: subject_id, cycle, handled_rank — the most urgent lead already reserved
     per contract and cycle (cycle = renewal date as YYYY-MM-DD).
+    `calendar`: alerts wait for business days (None: every day, `renewal_on_any_day`). On a
+    closed day nothing is due; on the next business day, a renewal that fell on the closed
+    days just past counts as renewing today (its most urgent lead, once).
     """
     rows = contracts.reset_index(drop=True)
     cancelled = (_text(rows, "status") == CONTRACT_CANCELLED).fillna(False).astype(bool)
     renewal = as_dates(rows["renewal_date"])
     days_left = (renewal - pd.Timestamp(as_of)).dt.days
+    caught_up = (renewal >= pd.Timestamp(lookback_start(as_of, calendar))) & (days_left < 0)
     lead = pd.Series(
-        due_lead(days_left.fillna(-1).to_numpy(dtype=np.int64), leads), index=rows.index
+        due_lead(days_left.mask(caught_up, 0).fillna(-1).to_numpy(dtype=np.int64), leads), index=rows.index
     ).where(renewal.notna(), -1)
+    if closed_tonight(as_of, calendar):
+        lead[:] = -1
 
     candidate = (lead >= 0) & ~cancelled
     reason = _contract_reasons(rows, renewal, (renewal.isna() & ~cancelled) | candidate)
@@ -332,17 +365,30 @@ def _client_of(rows: pd.DataFrame, clients: pd.DataFrame) -> tuple[pd.DataFrame,
 
 
 @dataclass(frozen=True)
+class DunningRules:
+    """What shapes dunning beyond the run's parameters (all optional; the defaults change
+    nothing): the named profiles clients choose, the business-day calendar, the minimum
+    open amount per currency."""
+
+    profiles: Profiles | None = None  # None: the run's parameters for every client
+    calendar: BusinessCalendar | None = None
+    minimums: Mapping[str, Decimal] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class _Invoices:
     """Invoices with their clients, checked: the part of dunning that does not depend on
     the ledger. `reason` is NA where a row can be dunned."""
 
     rows: pd.DataFrame
     client: pd.DataFrame
-    participating: pd.Series  # not ended, client not paused
+    participating: pd.Series  # not ended, client not paused, not held tonight
     sent_date: pd.Series
     due_date: pd.Series
     start_date: pd.Series
     reason: pd.Series
+    profile: pd.DataFrame  # per row: d1, d2, d3, start, last_rank, unit, escalation_to
+    hold_end: pd.Series  # the day the invoice's hold or its client's pause ends (NaT: none)
 
 
 def _ended(rows: pd.DataFrame) -> pd.Series:
@@ -356,22 +402,52 @@ def _start_dates(rows: pd.DataFrame, timezone: str) -> tuple[pd.Series, pd.Serie
     return business_dates(rows["sent_at"], timezone), as_dates(rows["due_date"])
 
 
-def _invoices(invoices: pd.DataFrame, clients: pd.DataFrame, timezone: str, start: DunningStart,
-              relevant: Callable[[pd.Series, pd.Series], pd.Series] = lambda participating, _: participating,
-              ) -> _Invoices:
-    """`relevant(participating, start_date)`: the rows whose reasons are checked."""
+def _optional_dates(frame: pd.DataFrame, column: str) -> tuple[pd.Series, pd.Series]:
+    """An optional date column: its dates (NaT where empty) and where it holds something
+    that is not a date (quarantined: a hold we cannot read is not ignored)."""
+    text = stripped(_text(frame, column)).replace("", pd.NA)
+    dates = as_dates(text)
+    return dates, (text.notna() & dates.isna()).astype(bool)
+
+
+def _profiles_of(client: pd.DataFrame, profiles: Profiles) -> tuple[pd.DataFrame, pd.Series, pd.Series]:
+    """Each row's profile (its client's `dunning_profile`, the default when absent or blank),
+    the name asked for, and where that name is unknown."""
+    asked = stripped(_text(client, "dunning_profile")).fillna("")
+    table = profiles.frame()
+    known = asked.isin(table.index)
+    chosen = table.reindex(asked.where(known, "")).reset_index(drop=True)
+    chosen.index = client.index
+    return chosen, asked, ~known
+
+
+def _invoices(invoices: pd.DataFrame, clients: pd.DataFrame, timezone: str, profiles: Profiles,
+              as_of: date | None,
+              relevant: Callable[[pd.Series, pd.Series, pd.DataFrame, pd.Series], pd.Series]
+              = lambda participating, *_: participating) -> _Invoices:
+    """`relevant(participating, start_date, profile, hold_end)`: the rows whose reasons are
+    checked. `as_of` None: nothing is held (a ledger row decided again)."""
     rows = invoices.reset_index(drop=True)
     sent_date, due_date = _start_dates(rows, timezone)
-    start_date = sent_date if start == "sent" else due_date
     ids = _text(rows, "id")
     client, client_found, client_copies = _client_of(rows, clients)
+    profile, asked, unknown_profile = _profiles_of(client, profiles)
+    by_sent = (profile["start"] == "sent").to_numpy()
+    start_date = sent_date.where(by_sent, due_date)
     status = _text(rows, "status")
     ended = _ended(rows)
     paused = flag_values(client["dunning_paused"])
+    # Holds with an end: the invoice's own (Mahnstopp) and its client's pause, whichever
+    # ends later. Held while the end is after tonight; an unreadable end is quarantined.
+    hold, bad_hold = _optional_dates(rows, "dunning_hold_until")
+    pause_end, bad_pause = _optional_dates(client, "dunning_paused_until")
+    hold_end = pd.concat([hold, pause_end.where(client_copies == 1)], axis=1).max(axis=1)
+    held = ((hold_end > pd.Timestamp(as_of)) if as_of is not None
+            else pd.Series(False, index=rows.index)).fillna(False).astype(bool)
     # A client row counts only if it is the only one with its id: an invoice whose client
     # is duplicated takes part, and is quarantined, whichever copy says "paused".
-    participating = ~ended & ~(paused.fillna(False).astype(bool) & (client_copies == 1))
-    checked = relevant(participating, start_date)
+    participating = ~ended & ~(paused.fillna(False).astype(bool) & (client_copies == 1)) & ~held
+    checked = relevant(participating, start_date, profile, hold_end)
     client_id = _text(rows, "client_id")
     client_email = client["email"].astype("string")
     client_email_problem = address_problems(client_email)
@@ -384,40 +460,45 @@ def _invoices(invoices: pd.DataFrame, clients: pd.DataFrame, timezone: str, star
     amounts = pd.Series(pd.NA, index=rows.index, dtype="string")
     amounts[checked] = amount_problems(rows.loc[checked, "amount"], rows.loc[checked, "currency"],
                                        positive=True)
-    start_column = "sent_at" if start == "sent" else "due_date"
     reason = first_reason(
         [
             (id_problems(ids).notna(), lambda i: id_problems(ids[i])),
             (copies > 1, lambda i: "id " + quote(ids[i]) + " appears " + copies[i].astype("string")
              + " times in invoices"),
             *_utf8_checks(rows, ("client_id", "number", "amount", "currency", "status", "sent_at",
-                                 "due_date"), "invoices"),
+                                 "due_date", "dunning_hold_until"), "invoices"),
             (status.isna(), "status missing"),
             (status != INVOICE_DUNNED, lambda i: "unknown status " + quote(status[i])),
             (client_id.isna(), "client_id missing"),
             (~client_found, lambda i: "client " + quote(client_id[i]) + " not found"),
             (client_copies > 1, lambda i: "client " + quote(client_id[i]) + " appears "
              + client_copies[i].astype("string") + " times in clients"),
-            *_utf8_checks(client, ("name", "email", "locale", "notes", "dunning_paused", "cc_email"),
-                          "clients"),
+            *_utf8_checks(client, ("name", "email", "locale", "notes", "dunning_paused", "cc_email",
+                                   "dunning_paused_until", "dunning_profile"), "clients"),
             (paused.isna(), lambda i: "client dunning_paused is neither true nor false: "
              + quote(client["dunning_paused"][i])),
+            (bad_hold, lambda i: "dunning_hold_until is not a date: " + quote(rows["dunning_hold_until"][i])),
+            (bad_pause, lambda i: "client dunning_paused_until is not a date: "
+             + quote(client["dunning_paused_until"][i])),
+            (unknown_profile, lambda i: "client dunning_profile " + quote(asked[i])
+             + " is not a known profile (DUEFLOW_PROFILES_FILE)"),
             (client_email_problem.notna(), lambda i: "client email is not a valid address: "
              + quote(client_email[i]) + ": it " + client_email_problem[i]),
             (cc_problem.notna(), lambda i: "client cc_email is not a valid address: "
              + quote(cc_email[i]) + ": it " + cc_problem[i]),
-            (start_date.isna(), f"{start_column} missing or not a valid "
-             + ("timestamp" if start == "sent" else "date")),
+            (start_date.isna() & by_sent, "sent_at missing or not a valid timestamp"),
+            (start_date.isna(), "due_date missing or not a valid date"),
             (~known_currency(rows["currency"]), lambda i: "unknown currency " + quote(rows["currency"][i])),
             (amounts.notna(), lambda i: amounts[i]),
         ],
         rows.index,
     ).where(checked)
-    return _Invoices(rows, client, participating, sent_date, due_date, start_date, reason)
+    return _Invoices(rows, client, participating, sent_date, due_date, start_date, reason, profile,
+                     hold_end)
 
 
-def _dunning_rows(inv: _Invoices, good: pd.Series, step: pd.Series, escalation_to: str | None,
-                  previous_by: pd.Series, days_in_step: pd.Series) -> pd.DataFrame:
+def _dunning_rows(inv: _Invoices, good: pd.Series, step: pd.Series, escalation_to: pd.Series,
+                  previous_by: pd.Series, days_in_step: pd.Series, due_since: pd.Series) -> pd.DataFrame:
     """The facts of the good invoices' steps, one row each, keys included."""
     rows, client = inv.rows, inv.client
     invoice_id = rows.loc[good, "id"].astype("string")
@@ -435,7 +516,7 @@ def _dunning_rows(inv: _Invoices, good: pd.Series, step: pd.Series, escalation_t
             "cycle": "",
             "step": step,
             "step_rank": step.map({s.value: s.rank for s in DUNNING_STEPS}).astype("int64"),
-            "recipient": emails.where(step.isin(CLIENT_STEPS), escalation_to or ""),
+            "recipient": emails.where(step.isin(CLIENT_STEPS), escalation_to[good].fillna("")),
             "previous_by": previous_by[good],
             "handled": False,
             "number": one_line(rows.loc[good, "number"].astype("string").fillna(invoice_id), TEXT_LIMIT),
@@ -451,6 +532,7 @@ def _dunning_rows(inv: _Invoices, good: pd.Series, step: pd.Series, escalation_t
             "days_in_step": days_in_step[good].astype("int64"),
             "cc_recipient": cc,
             "pdf_path": _text(rows, "pdf_path")[good],
+            "due_since": due_since[good].dt.date,
         }
     )
 
@@ -467,13 +549,23 @@ class _Steps:
     bounced: np.ndarray  # the last step bounced (a step still to come): the escalation is next
 
 
-def _steps_of(rows: pd.DataFrame, history: pd.DataFrame, delays: Sequence[int]) -> _Steps:
-    current = current_dunning_steps(history).reindex(_text(rows, "id"))
+def _steps_of(rows: pd.DataFrame, history: pd.DataFrame, delays: Sequence[int] | pd.DataFrame,
+              current: pd.DataFrame | None = None) -> _Steps:
+    """`delays`: the three waits for every row, or per row (columns d1, d2, d3); `current`:
+    current_dunning_steps(history) aligned with the rows, when the caller has it already."""
+    if current is None:
+        current = current_dunning_steps(history).reindex(_text(rows, "id"))
     rank = current["current_rank"].fillna(0).astype("int64").to_numpy()
+    if isinstance(delays, pd.DataFrame):
+        table = np.column_stack([delays[["d1", "d2", "d3"]].to_numpy(dtype=np.int64),
+                                 np.zeros(len(rows), dtype=np.int64)])
+        wait = table[np.arange(len(rows)), np.minimum(rank, len(DUNNING_STEPS))]
+    else:
+        wait = np.asarray([*delays, 0])[np.minimum(rank, len(delays))]
     return _Steps(rank=rank,
                   done=current["step_done"].fillna(True).astype(bool).to_numpy(),  # SENT is always done
                   step_date=pd.Series(current["step_date"].to_numpy(), index=rows.index),
-                  wait=pd.Series(np.asarray([*delays, 0])[np.minimum(rank, len(delays))], index=rows.index),
+                  wait=pd.Series(wait, index=rows.index),
                   bounced=current["step_bounced"].fillna(False).astype(bool).to_numpy()
                   & (rank < len(DUNNING_STEPS)))
 
@@ -495,12 +587,16 @@ def dunning_may_be_due(invoices: pd.DataFrame, history: pd.DataFrame, as_of: dat
     to come, its wait over or its start unreadable — whatever their client says (paused or
     not) and whether or not the row is valid: the exact rule that sql/dunning_candidates
     applies with a margin (a night reads no other open invoice). Aligned with the rows in
-    order (a fresh RangeIndex)."""
+    order (a fresh RangeIndex). An invoice held tonight (its own dunning_hold_until after
+    `as_of`) is not. A hold that ended, business days, a client's pause and a profile's own
+    start and longer delays only make a step later, never earlier: this stays the bound (with
+    the shortest delays of every profile)."""
     rows = invoices.reset_index(drop=True)
     sent_date, due_date = _start_dates(rows, timezone)
     steps = _steps_of(rows, history, delays)
     start_date = sent_date if start == "sent" else due_date
-    return (~_ended(rows) & _may_be_due(steps, _days_in_step(steps, start_date, as_of))).astype(bool)
+    held = (_optional_dates(rows, "dunning_hold_until")[0] > pd.Timestamp(as_of)).fillna(False).astype(bool)
+    return (~_ended(rows) & ~held & _may_be_due(steps, _days_in_step(steps, start_date, as_of))).astype(bool)
 
 
 ESCALATION_NEEDED = "OVERDUE escalation needs DUEFLOW_ESCALATION_TO set to a valid address"
@@ -508,6 +604,45 @@ ESCALATION_NEEDED = "OVERDUE escalation needs DUEFLOW_ESCALATION_TO set to a val
 
 def _escalation_ok(escalation_to: str | None) -> bool:
     return escalation_to is not None and bool(valid_email(pd.Series([escalation_to])).iloc[0])
+
+
+def _escalations(profile: pd.DataFrame, escalation_to: str | None) -> tuple[pd.Series, pd.Series]:
+    """Each row's escalation address (its profile's, else DUEFLOW_ESCALATION_TO) and whether
+    it is usable."""
+    address = profile["escalation_to"].astype("string").fillna(escalation_to if escalation_to else pd.NA)
+    usable = valid_email(address.fillna("")) & address.notna()
+    return address, usable.astype(bool)
+
+
+def _elapsed(anchor: pd.Series, unit: pd.Series, as_of: date, calendar: BusinessCalendar | None
+             ) -> pd.Series:
+    """Days since `anchor` on `as_of`, in each row's unit: calendar days, or the business
+    days in (anchor, as_of] (every day is one without a calendar)."""
+    days = (pd.Timestamp(as_of) - anchor).dt.days.astype("float64")
+    business = (unit == "business").to_numpy()
+    if calendar is None or not calendar.active or not business.any():
+        return days
+    return days.where(~business, calendar.business_days_since(anchor, as_of))
+
+
+def _due_since(anchor: pd.Series, wait: pd.Series, unit: pd.Series, calendar: BusinessCalendar | None
+               ) -> pd.Series:
+    """The first day each row's next step was due: its wait after its anchor (for a business
+    unit, the wait-th business day after it). A later night means closed days moved it."""
+    plain = anchor + pd.to_timedelta(wait, unit="D")
+    business = (unit == "business").to_numpy() & anchor.notna().to_numpy()
+    if calendar is None or not calendar.active or not business.any():
+        return plain
+    first, last = anchor[business].min().date(), anchor[business].max().date()
+    holidays = np.asarray(sorted(calendar.closed_days(first, last + timedelta(days=3 * 366))),
+                          dtype="datetime64[D]")
+    # The first business day after the anchor, then wait - 1 more (wait >= 1 while a step is to come).
+    moved = np.busday_offset(anchor[business].to_numpy(dtype="datetime64[D]") + np.timedelta64(1, "D"),
+                             np.maximum(wait[business].to_numpy(dtype=np.int64) - 1, 0), roll="forward",
+                             weekmask=calendar.weekmask, holidays=holidays)
+    out = plain.copy()
+    out[business] = pd.to_datetime(moved)
+    return out
 
 
 def due_dunning_steps(
@@ -519,53 +654,99 @@ def due_dunning_steps(
     timezone: str = "UTC",
     escalation_to: str | None = None,
     start: DunningStart = "sent",
+    rules: DunningRules | None = None,
 ) -> Decision:
     """The next dunning step due per invoice on `as_of` (docs/design.md, "The rules").
 
     invoices: id, client_id, number, amount, currency, status, sent_at, due_date
-    [, paid_at]; clients: id, name, email, locale, notes, dunning_paused;
-    history: subject_id, step_rank, as_of, attempt_as_of, status — the steps in the ledger.
+    [, paid_at, dunning_hold_until]; clients: id, name, email, locale, notes, dunning_paused
+    [, dunning_paused_until, dunning_profile]; history: subject_id, step_rank, as_of,
+    attempt_as_of, status — the steps in the ledger.
     `delays[k]` is the wait, in days, from step k (0 = SENT) to step k + 1; SENT is dated
     by `sent_at` (`start="sent"`) or by `due_date` (`start="due"`). A step that is not
     sent (or adopted) holds the invoice: no later step is due while it is pending or failed;
     after a bounced reminder, only the escalation is (the client could not be reached).
+    `rules`: a client's profile replaces delays, start, last step, unit and escalation
+    address; a hold or pause moves the date the wait counts from to the day it ends; on a
+    closed day of the calendar nothing is due (it is the next business day); an invoice
+    below its currency's minimum is skipped.
     """
     if len(delays) != len(DUNNING_STEPS) or min(delays) < 1:
         # A zero delay would let a repeated run on the same day take the next step.
         raise ValueError(f"dunning delays must be three day counts >= 1, got {list(delays)!r}")
-    steps = _steps_of(invoices.reset_index(drop=True), history, delays)
+    rules = rules or DunningRules()
+    profiles = rules.profiles or default_profile(tuple(delays), start)
+    calendar = rules.calendar
+    plain = invoices.reset_index(drop=True)
+    history_steps = current_dunning_steps(history).reindex(_text(plain, "id"))
+    rank = history_steps["current_rank"].fillna(0).astype("int64").to_numpy()
+    step_date = pd.Series(history_steps["step_date"].to_numpy(), index=plain.index)
+
+    def anchor_of(start_date: pd.Series, hold_end: pd.Series) -> pd.Series:
+        # The day the wait counts from: the last step's (or the start), or the end of a hold
+        # that ends later — the clock does not run while an invoice is held.
+        anchor = step_date.where(rank > 0, start_date)
+        return anchor.where(~(hold_end > anchor).fillna(False).astype(bool), hold_end)
+
+    def may_be_due(participating: pd.Series, start_date: pd.Series, profile: pd.DataFrame,
+                   hold_end: pd.Series) -> pd.Series:
+        steps = _steps_of(plain, history, profile, history_steps)
+        elapsed = _elapsed(anchor_of(start_date, hold_end), profile["unit"], as_of, calendar)
+        return participating & _may_be_due(steps, elapsed)
+
     # Reasons are checked only for the rows whose next step may be due tonight (or whose
     # start is unreadable): the rows sql/dunning_candidates reads, whatever else is given.
-    inv = _invoices(invoices, clients, timezone, start, relevant=lambda participating, start_date: (
-        participating & _may_be_due(steps, _days_in_step(steps, start_date, as_of))))
+    inv = _invoices(invoices, clients, timezone, profiles, as_of, relevant=may_be_due)
     rows = inv.rows
-    rank, done, wait, bounced = steps.rank, steps.done, steps.wait, steps.bounced
-    days_in_step = _days_in_step(steps, inv.start_date, as_of)
+    steps = _steps_of(rows, history, inv.profile, history_steps)
+    done, wait, bounced = steps.done, steps.wait, steps.bounced
+    anchor = anchor_of(inv.start_date, inv.hold_end)
+    elapsed = _elapsed(anchor, inv.profile["unit"], as_of, calendar)
+    days_in_step = (pd.Timestamp(as_of) - anchor).dt.days
+    next_rank = np.where(bounced, len(DUNNING_STEPS), rank + 1)
     # A client step that bounced: the client cannot be reached, so no later reminder goes
-    # out; when the next step would be due, the escalation is, in its place.
+    # out; when the next step would be due, the escalation is, in its place. A profile's
+    # last step ends its invoice's dunning there.
     due = (inv.participating & (rank < len(DUNNING_STEPS)) & (done | bounced)
-           & (days_in_step >= wait).fillna(False).astype(bool))
-    overdue = due & ((rank == len(DUNNING_STEPS) - 1) | bounced)
-    reason = inv.reason.mask(inv.reason.isna() & overdue & (not _escalation_ok(escalation_to)),
-                             ESCALATION_NEEDED)
+           & (next_rank <= inv.profile["last_rank"].to_numpy())
+           & (elapsed >= wait).fillna(False).astype(bool))
+    if closed_tonight(as_of, calendar):
+        due &= False  # a closed day: what falls due goes out on the next business day
+    overdue = due & (next_rank == len(DUNNING_STEPS))
+    escalation, usable = _escalations(inv.profile, escalation_to)
+    reason = inv.reason.mask(inv.reason.isna() & overdue & ~usable, ESCALATION_NEEDED)
 
     good = due & reason.isna()
+    below = below_minimum(rows["amount"], rows["currency"], dict(rules.minimums)) & good
+    skipped = pd.DataFrame({
+        "source_id": _source_ids(rows.loc[below, "id"]),
+        "reason": ("open amount " + stripped(rows.loc[below, "amount"]) + " "
+                   + rows.loc[below, "currency"].astype("string") + " is below the minimum "
+                   + rows.loc[below, "currency"].astype("string").map(
+                       {c: str(m) for c, m in rules.minimums.items()}).astype("string")
+                   + " (DUEFLOW_DUNNING_MINIMUM)"),
+    }).reset_index(drop=True).astype("string")
+    good &= ~below
     step = pd.Series(np.asarray([s.value for s in DUNNING_STEPS], dtype=object)[
-        np.where(bounced, len(DUNNING_STEPS) - 1, np.minimum(rank, len(DUNNING_STEPS) - 1))],
-        index=rows.index, dtype="string")
+        np.minimum(next_rank, len(DUNNING_STEPS)) - 1], index=rows.index, dtype="string")
     previous_by = (pd.Timestamp(as_of) - pd.to_timedelta(wait, unit="D")).dt.strftime("%Y-%m-%d")
-    decided = _dunning_rows(inv, good, step, escalation_to, previous_by, days_in_step)
+    due_since = _due_since(anchor, wait, inv.profile["unit"], calendar)
+    decided = _dunning_rows(inv, good, step, escalation, previous_by, days_in_step, due_since)
     return Decision(due=decided.reset_index(drop=True).loc[:, list(DUNNING_COLUMNS)],
                     quarantined=_quarantine_frame(rows, reason, _text(inv.client, "name"),
-                                                  ("invoice row ", "no. " + _text(rows, "number"), ", ")))
+                                                  ("invoice row ", "no. " + _text(rows, "number"), ", ")),
+                    skipped=skipped)
 
 
 def dunning_steps_for(invoices: pd.DataFrame, clients: pd.DataFrame, keys: pd.DataFrame, as_of: date,
-                      timezone: str = "UTC", escalation_to: str | None = None) -> Decision:
+                      timezone: str = "UTC", escalation_to: str | None = None,
+                      profiles: Profiles | None = None) -> Decision:
     """The facts of dunning steps already in the ledger (`keys`: key, subject_id, step)
     from their invoices and clients as they are now: to render a reserved step that was
     never stored. A key whose invoice is gone or bad is quarantined, keyed by its key."""
-    inv = _invoices(invoices, clients, timezone, "sent", relevant=lambda p, _: pd.Series(True, index=p.index))
+    profiles = profiles or default_profile((7, 5, 7), "sent")
+    inv = _invoices(invoices, clients, timezone, profiles, None,
+                    relevant=lambda p, *_: pd.Series(True, index=p.index))
     rows = inv.rows
     by_id = dict(zip(_text(rows, "id"), rows.index, strict=False))
     wanted = keys.reset_index(drop=True)
@@ -574,20 +755,28 @@ def dunning_steps_for(invoices: pd.DataFrame, clients: pd.DataFrame, keys: pd.Da
     picked = position[found].astype(np.int64)
     reason = pd.Series("the invoice is no longer in invoices", index=wanted.index, dtype="string")
     reason[found] = inv.reason.reindex(picked).to_numpy()
+    escalation, usable = _escalations(inv.profile, escalation_to)
     overdue = wanted["step"].astype("string") == DunningStep.OVERDUE
-    reason = reason.mask(reason.isna() & overdue & (not _escalation_ok(escalation_to)), ESCALATION_NEEDED)
+    usable_wanted = pd.Series(False, index=wanted.index)
+    usable_wanted[found] = usable.reindex(picked).to_numpy()
+    reason = reason.mask(reason.isna() & overdue & ~usable_wanted, ESCALATION_NEEDED)
     good = reason.isna()
     chosen = picked[good[found]]
+    def pick(part: pd.Series) -> pd.Series:
+        return part.loc[chosen].reset_index(drop=True)
+
     picked_inv = _Invoices(rows.loc[chosen].reset_index(drop=True),
                            inv.client.loc[chosen].reset_index(drop=True),
-                           *(part.loc[chosen].reset_index(drop=True) for part in (
-                               inv.participating, inv.sent_date, inv.due_date, inv.start_date,
-                               inv.reason)))
+                           participating=pick(inv.participating), sent_date=pick(inv.sent_date),
+                           due_date=pick(inv.due_date), start_date=pick(inv.start_date),
+                           reason=pick(inv.reason), profile=inv.profile.loc[chosen].reset_index(drop=True),
+                           hold_end=pick(inv.hold_end))
     everything = pd.Series(True, index=picked_inv.rows.index)
     step = wanted.loc[good, "step"].astype("string").reset_index(drop=True)
     none = pd.Series(pd.NA, index=everything.index, dtype="string")
-    decided = _dunning_rows(picked_inv, everything, step, escalation_to, none,
-                            pd.Series(0, index=everything.index))
+    decided = _dunning_rows(picked_inv, everything, step, escalation.loc[chosen].reset_index(drop=True),
+                            none, pd.Series(0, index=everything.index),
+                            pd.Series(pd.NaT, index=everything.index, dtype="datetime64[ns]"))
     return Decision(due=decided.loc[:, list(DUNNING_COLUMNS)].reset_index(drop=True),
                     quarantined=pd.DataFrame({"source_id": wanted.loc[~good, "key"],
                                               "reason": reason[~good]}).reset_index(drop=True))

@@ -13,13 +13,16 @@ module only extends DataFrames.
 
 from __future__ import annotations
 
-from datetime import date
+from datetime import date, timedelta
 
+from dueflow.tasks.core.calendar import BusinessCalendar
 from dueflow.tasks.core.frames import pd
 from dueflow.tasks.core.statuses import LedgerStatus
+from dueflow.tasks.core.validate import as_dates
 
 FORECAST_COLUMNS = ("night", "job", "key", "step", "recipient", "name", "amount", "currency",
-                    "subject")
+                    "subject", "why")
+HELD_COLUMNS = ("invoice_id", "client_id", "held_until", "by")
 RENEWAL_HISTORY_COLUMNS = ("subject_id", "cycle", "handled_rank")
 DUNNING_HISTORY_COLUMNS = ("subject_id", "step", "step_rank", "as_of", "attempt_as_of", "status", "bounce")
 
@@ -57,10 +60,55 @@ def with_sent_dunning_steps(history: pd.DataFrame, reserved: pd.DataFrame, night
     return pd.concat([base, added], ignore_index=True) if not base.empty else added
 
 
+def why_tonight(due_since: pd.Series, night: date, calendar: BusinessCalendar | None) -> pd.Series:
+    """Per email, why it goes out on `night` rather than the day it fell due (`due_since`):
+    '' when that is tonight; 'moved from 2027-01-02: Saturday, Sunday' when the days between
+    were closed (DUEFLOW_BUSINESS_DAYS, DUEFLOW_HOLIDAYS, DUEFLOW_CLOSED_DAYS_FILE); 'due
+    since …' otherwise (a night that was not run, a first sight). One wording per distinct
+    date, not per row."""
+    days = as_dates(due_since.astype("string"))
+    words: dict[object, str] = {}
+    for since in days.dropna().unique():
+        first = pd.Timestamp(since).date()
+        if first >= night:
+            continue
+        closed = [calendar.why_closed(first + timedelta(days=n)) if calendar is not None else None
+                  for n in range((night - first).days)]
+        if all(closed):
+            shown = list(dict.fromkeys(c for c in closed if c))
+            words[since] = f"moved from {first.isoformat()}: {', '.join(shown)[:200]}"
+        else:
+            words[since] = f"due since {first.isoformat()}"
+    return days.map(words).fillna("").astype("string")
+
+
+def held_invoices(invoices: pd.DataFrame, clients: pd.DataFrame, night: date) -> pd.DataFrame:
+    """The open invoices held on `night` (an invoice hold or its client's pause ending after
+    it): invoice_id, client_id, held_until (the later end), by (what holds it)."""
+    hold = as_dates(invoices["dunning_hold_until"].astype("string")) if "dunning_hold_until" in invoices \
+        else pd.Series(pd.NaT, index=invoices.index, dtype="datetime64[ns]")
+    pauses = (clients.assign(id=clients["id"].astype("string"),
+                             until=as_dates(clients["dunning_paused_until"].astype("string")))
+              .groupby("id")["until"].max() if "dunning_paused_until" in clients and not clients.empty
+              else pd.Series(dtype="datetime64[ns]"))
+    pause = pd.Series(pauses.reindex(invoices["client_id"].astype("string")).to_numpy(), index=invoices.index)
+    tonight = pd.Timestamp(night)
+    by_hold, by_pause = (hold > tonight).fillna(False), (pause > tonight).fillna(False)
+    held = (by_hold | by_pause).astype(bool)
+    if "paid_at" in invoices:
+        held &= invoices["paid_at"].isna()
+    until = pd.concat([hold.where(by_hold), pause.where(by_pause)], axis=1).max(axis=1)
+    by = pd.Series("invoice hold (dunning_hold_until)", index=invoices.index).where(
+        by_hold & ~(by_pause & (pause > hold).fillna(True)), "client pause (dunning_paused_until)")
+    return pd.DataFrame({"invoice_id": invoices.loc[held, "id"].astype("string"),
+                         "client_id": invoices.loc[held, "client_id"].astype("string"),
+                         "held_until": until[held].dt.date, "by": by[held]}).reset_index(drop=True)
+
+
 def forecast_rows(night: date, job: str, reserved: pd.DataFrame, names: pd.Series,
-                  subjects: dict[str, str]) -> pd.DataFrame:
+                  subjects: dict[str, str], calendar: BusinessCalendar | None = None) -> pd.DataFrame:
     """One forecast row per email of `reserved` (due rows of one job on one night): who gets
-    it, about what, and its subject (or why it could not be rendered)."""
+    it, about what, its subject (or why it could not be rendered), and why tonight."""
     return pd.DataFrame({
         "night": night,
         "job": job,
@@ -71,6 +119,7 @@ def forecast_rows(night: date, job: str, reserved: pd.DataFrame, names: pd.Serie
         "amount": reserved["amount"].astype("string"),
         "currency": reserved["currency"].astype("string"),
         "subject": reserved["key"].map(subjects).astype("string"),
+        "why": why_tonight(reserved["due_since"], night, calendar) if "due_since" in reserved else "",
     }).reindex(columns=list(FORECAST_COLUMNS))
 
 

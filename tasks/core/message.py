@@ -197,13 +197,24 @@ _PLAIN_FILENAME = re.compile(r"[A-Za-z0-9._()+-]+(?: [A-Za-z0-9._()+-]+)*")
 _FILENAME_CHUNK = 60  # characters of an RFC 2231 continuation: each folded line stays short
 
 
+# What no common mail client or file system lets a saved file's name hold (Windows forbids
+# each of these; a name wrapped in quotes or angle brackets also reads back without them).
+_UNSAVEABLE = re.compile(r'[\\/:*?"<>|]')
+
+
+def attachment_name(name: str) -> str:
+    """An attachment's name as the recipient sees and saves it: one line (`clean_line`), and
+    each character a file name cannot hold replaced by `_`."""
+    return _UNSAVEABLE.sub("_", clean_line(name, FILE_NAME_LIMIT))
+
+
 def file_name_parameter(parameter: str, name: str) -> str:
     """`name="…"` or `filename="…"` for a header, folded onto lines of its own: quoted when
     the name is plain ASCII, else RFC 2231 (`filename*0*=utf-8''%C3%A9…;` continuations),
     which every mail client reads and Python's strict parser takes without a defect (an
     RFC 2047 word inside a quoted parameter is a defect there). The name is shown as one
-    line (`clean_line`: control characters and runs of spaces become one space)."""
-    name = clean_line(name, FILE_NAME_LIMIT)
+    line (`attachment_name`)."""
+    name = attachment_name(name)
     if not name:
         raise ValueError("attachment name is empty")
     if _PLAIN_FILENAME.fullmatch(name) and len(name) <= 70:

@@ -11,7 +11,7 @@ from functools import cache
 import numpy as np
 
 from dueflow.tasks.core.frames import pd
-from dueflow.tasks.core.text import present_texts
+from dueflow.tasks.core.text import present_texts, stripped
 
 # ISO 4217 codes in circulation; an amount in anything else is quarantined.
 KNOWN_CURRENCIES = frozenset(
@@ -212,3 +212,40 @@ def money_texts(amounts: pd.Series, currencies: pd.Series, locale: str = "en") -
         except (ValueError, ArithmeticError):  # a code Babel cannot write: as the data says it
             shown.append(f"{amount} {currency}")
     return pd.Series(shown, index=amounts.index, dtype="string")
+
+
+# The largest minimum DUEFLOW_DUNNING_MINIMUM may set: below 10^9, and amounts carry at
+# most 3 decimals (amount_problems), so comparing them as floating point is exact where it
+# matters (two different amounts under 10^12 differ by at least 0.001, far above a float's
+# rounding), and an amount past 10^12 is above every minimum however it rounds.
+MAX_MINIMUM = Decimal(10) ** 9
+
+
+def parse_minimums(text: str | None, name: str = "DUEFLOW_DUNNING_MINIMUM") -> dict[str, Decimal]:
+    """`EUR 5, USD 5, JPY 500`: per currency, the open amount below which no reminder goes
+    out. A ValueError line naming the setting and the fix otherwise."""
+    if text is None or not text.strip():
+        return {}
+    minimums: dict[str, Decimal] = {}
+    for part in text.split(","):
+        words = part.split()
+        amount = to_decimal(words[1]) if len(words) == 2 else None
+        if (len(words) != 2 or words[0] not in KNOWN_CURRENCIES or amount is None or amount < 0
+                or amount >= MAX_MINIMUM or _decimals(amount) > minor_units(words[0])
+                or words[0] in minimums):
+            raise ValueError(f"{name}={text[:80]!r}: write each minimum once as CURRENCY AMOUNT, comma"
+                             " separated, e.g. 'EUR 5, USD 5, JPY 500' (a known ISO code, an amount"
+                             " from 0 below 1000000000 in the currency's decimals)")
+        minimums[words[0]] = amount
+    return minimums
+
+
+def below_minimum(amounts: pd.Series, currencies: pd.Series, minimums: dict[str, Decimal]) -> pd.Series:
+    """Rows whose amount (valid decimal text) is below its currency's minimum (False where the
+    currency has none or the amount is unreadable)."""
+    if not minimums:
+        return pd.Series(False, index=amounts.index)
+    floor = currencies.astype(object).map({c: float(m) for c, m in minimums.items()}).astype("float64")
+    value = pd.to_numeric(stripped(amounts), errors="coerce")
+    return (value < floor).fillna(False).astype(bool)
+

@@ -24,6 +24,7 @@ from dueflow.tasks.core.locales import SUPPORTED_LOCALES
 
 DunningStart = Literal["sent", "due"]
 DUNNING_STARTS: tuple[DunningStart, ...] = ("sent", "due")
+DELAY_UNITS = ("calendar", "business")  # dunning_delay_unit: how the delays count days
 
 # The ranges the run form shows (flows/nightly_alerts.py) and this module enforces.
 MAX_LEADS = 10
@@ -65,6 +66,8 @@ class RunParameters:
     adopt: bool  # record what is due as handled ('adopted') and send nothing
     dry_run: bool  # decide and render on the same path; write and send nothing
     retry_backoff_minutes: int = 60
+    delay_unit: str = "calendar"  # 'calendar' or 'business' days (DUEFLOW_BUSINESS_DAYS…)
+    renewal_on_any_day: bool = False  # renewal alerts go out on closed days too
 
     @property
     def retry_backoff(self) -> timedelta:
@@ -175,6 +178,8 @@ def run_parameters(
     send_cap: object,
     adopt: object,
     dry_run: object,
+    dunning_delay_unit: object = "calendar",
+    renewal_on_any_day: object = False,
 ) -> RunParameters:
     """The nightly flow's parameters from raw values (a Python call, a deployment's JSON),
     checked all together: the first one out of range is a ParameterError."""
@@ -193,7 +198,15 @@ def run_parameters(
         retry_backoff_minutes=_whole(
             "retry_backoff_minutes", retry_backoff_minutes, 0, MAX_BACKOFF_MINUTES,
             f"a whole number of minutes from 0 to {MAX_BACKOFF_MINUTES:,} (30 days)"),
+        delay_unit=delay_unit_of(dunning_delay_unit),
+        renewal_on_any_day=_flag("renewal_on_any_day", renewal_on_any_day),
     )
+
+
+def delay_unit_of(value: object) -> str:
+    if not isinstance(value, str) or value not in DELAY_UNITS:
+        raise ParameterError("dunning_delay_unit", "'calendar' or 'business'", value)
+    return value
 
 
 def default_parameters() -> RunParameters:

@@ -59,12 +59,13 @@ def concat_rows(parts: Sequence[pd.DataFrame]) -> pd.DataFrame:
     return pd.concat(kept, ignore_index=True) if kept else no_rows()
 COUNT_NAMES = ("due", "won", "already_handled", "retried", "sent", "failed", "pending", "not_sent",
                "quarantined", "deferred", "adopted", "no_longer_due", "failed_earlier",
-               "pending_earlier", "bounced")
+               "pending_earlier", "bounced", "below_minimum")
 _COUNTED = {"sent": RowStatus.SENT, "failed": RowStatus.FAILED, "pending": RowStatus.PENDING,
             "not_sent": RowStatus.NOT_SENT, "quarantined": RowStatus.QUARANTINED,
             "deferred": RowStatus.DEFERRED, "adopted": RowStatus.ADOPTED,
             "no_longer_due": RowStatus.NO_LONGER_DUE, "failed_earlier": RowStatus.FAILED_EARLIER,
-            "pending_earlier": RowStatus.PENDING_EARLIER, "bounced": RowStatus.BOUNCED}
+            "pending_earlier": RowStatus.PENDING_EARLIER, "bounced": RowStatus.BOUNCED,
+            "below_minimum": RowStatus.SKIPPED}
 # Statuses of a key this run reserved (or would have, in a dry run).
 _WON = (RowStatus.SENT, RowStatus.FAILED, RowStatus.PENDING, RowStatus.NOT_SENT, RowStatus.WOULD_SEND)
 
@@ -97,6 +98,7 @@ class RunSummary:
     no_longer_due: int = 0  # changed between extraction and reservation, or withdrawn
     failed_earlier: int = 0  # due, failed in an earlier run, not retried tonight
     pending_earlier: int = 0  # due, an earlier attempt's outcome still unknown
+    below_minimum: int = 0  # due invoices skipped: below DUEFLOW_DUNNING_MINIMUM (not quarantined)
     ledger_pending: int = 0  # whole ledger: handed to SMTP, outcome unknown — an operator's
     ledger_failed: int = 0  # whole ledger: failed (retried by later runs unless exhausted)
     ledger_unsent: int = 0  # whole ledger: never handed to SMTP — the next run sends them
@@ -134,6 +136,9 @@ class RunSummary:
         pickle.Pickler(deflated, protocol=5).dump({f.name: getattr(self, f.name) for f in fields(self)})
         return _restore_summary, (deflated.finish(),)
 
+    def _below(self) -> str:
+        return f", {self.below_minimum} skipped below the minimum" if self.below_minimum else ""
+
     def headline(self) -> str:
         if self.skipped:
             return f"Run for {self.as_of} did nothing: {self.skipped}."
@@ -142,19 +147,20 @@ class RunSummary:
                     " nothing was sent.")
         if self.dry_run:
             return (f"Dry run for {self.as_of}: {self.won} email(s) would be sent, "
-                    f"{self.already_handled} already handled, {self.quarantined} quarantined.")
+                    f"{self.already_handled} already handled, {self.quarantined} quarantined{self._below()}.")
         earlier = "".join([
             f", {self.failed_earlier} failed earlier" if self.failed_earlier else "",
             f", {self.pending_earlier} pending since an earlier run" if self.pending_earlier else ""])
         if self.won == 0 and self.retried == 0:
             return (f"Nothing new to send for {self.as_of}: {self.already_handled} due email(s) were "
-                    f"already handled by earlier runs{earlier}, {self.quarantined} row(s) quarantined.")
+                    f"already handled by earlier runs{earlier}, {self.quarantined} row(s)"
+                    f" quarantined{self._below()}.")
         retried = f" (and {self.retried} retried)" if self.retried else ""
         retried += f"; {self.deferred} deferred by the send cap" if self.deferred else ""
         unsent = f", {self.not_sent} not sent (a later run sends them)" if self.not_sent else ""
         return (f"Run for {self.as_of}: {self.sent} sent, {self.failed} failed, {self.pending} pending"
                 f"{unsent} of {self.won} new{retried}; {self.already_handled} already handled{earlier}, "
-                f"{self.quarantined} quarantined.")
+                f"{self.quarantined} quarantined{self._below()}.")
 
 
 class NeedsAttention(Exception):
@@ -332,6 +338,7 @@ COUNT_LABELS = {
     "pending": "pending: handed to the mail server, outcome unknown",
     "not_sent": "not sent (the next run sends them)",
     "quarantined": "source rows quarantined",
+    "below_minimum": "invoices skipped below the minimum (DUEFLOW_DUNNING_MINIMUM)",
     "deferred": "held back by the send cap (a later run sends them)",
     "adopted": "recorded as handled without sending (adopt)",
     "no_longer_due": "no longer due when reserved or retried",

@@ -64,6 +64,10 @@ def plan_reservation(job: str, source: str, decision: Decision, open_keys: Mappi
     named = pd.DataFrame({"key": source_row_keys(source, bad["source_id"]), "recipient": pd.NA})
     rows = [key_rows(job, named, RowStatus.QUARANTINED, bad["reason"].tolist()),
             _handled_rows(job, already_in_ledger(decision), open_keys)]
+    if not decision.skipped.empty:  # not chased tonight by a setting (a minimum): said, not kept
+        skipped = pd.DataFrame({"key": source_row_keys(source, decision.skipped["source_id"]),
+                                "recipient": pd.NA})
+        rows.append(key_rows(job, skipped, RowStatus.SKIPPED, decision.skipped["reason"].tolist()))
     candidates = decision.to_reserve
     if send_cap is not None and len(candidates) > send_cap:
         ordered = most_urgent_first(candidates)

@@ -66,6 +66,7 @@ class RowStatus(StrEnum):
     NO_LONGER_DUE = "no longer due"  # the source row changed between extraction and reserve
     WOULD_SEND = "would send"  # dry run
     DEFERRED = "deferred"  # held back by the send cap; a later run sends it
+    SKIPPED = "skipped"  # due, not chased by a setting (below DUEFLOW_DUNNING_MINIMUM)
     ADOPTED = "adopted"
     BOUNCED = "bounced"  # accepted earlier, then reported undeliverable: not delivered
 
@@ -74,7 +75,8 @@ class RowStatus(StrEnum):
 ATTENTION_ORDER = (RowStatus.PENDING, RowStatus.BOUNCED, RowStatus.FAILED, RowStatus.NOT_SENT,
                    RowStatus.QUARANTINED,
                    RowStatus.PENDING_EARLIER, RowStatus.FAILED_EARLIER, RowStatus.NO_LONGER_DUE,
-                   RowStatus.DEFERRED, RowStatus.SENT, RowStatus.WOULD_SEND, RowStatus.ADOPTED,
+                   RowStatus.DEFERRED, RowStatus.SKIPPED, RowStatus.SENT, RowStatus.WOULD_SEND,
+                   RowStatus.ADOPTED,
                    RowStatus.ALREADY_HANDLED)
 NEEDS_ATTENTION = (RowStatus.PENDING, RowStatus.BOUNCED, RowStatus.FAILED, RowStatus.NOT_SENT,
                    RowStatus.QUARANTINED)

@@ -34,13 +34,24 @@ from dueflow.tasks.adapters import db
 from dueflow.tasks.forecast import forecast
 from tests import examples
 from tests.conftest import pg_schema
-from tests.helpers.factories import client, contract, insert, invoice, without_keys
+from tests.helpers.factories import client, contract, insert, invoice, with_optional_columns, without_keys
 from tests.helpers.openai_server import openai_stub
 
 START = date(2027, 3, 1)
 NIGHTS = settings(max_examples=examples(4), deadline=None,
                   suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
                                          HealthCheck.data_too_large])
+# Profiles a client may name (and "ghost", which none defines: quarantined on both sides).
+PROFILES = """
+[profiles.brisk]
+delays = [1, 1, 1]
+last_step = "REMINDED_2"
+
+[profiles.gentle]
+delays = [2, 3, 2]
+unit = "business"
+escalation_to = "kam@corp.example"
+"""
 PARAGRAPH = re.compile(r" \[(template|llm) paragraph\]$")
 
 
@@ -52,12 +63,14 @@ def fresh_database(kind: str) -> Iterator[str]:
         with pg_schema() as url:
             db.init_db(db.engine_for(url), sample_tables=True)
             without_keys(url, "contracts", "clients", "invoices")
+            with_optional_columns(url)
             yield url
         return
     folder = Path(tempfile.mkdtemp(prefix="dueflow-forecast-"))
     url = f"sqlite:///{folder / 'dueflow.db'}"
     db.init_db(db.engine_for(url), sample_tables=True)
     without_keys(url, "contracts", "clients", "invoices")
+    with_optional_columns(url)
     try:
         yield url
     finally:
@@ -83,7 +96,10 @@ def source_rows(draw: st.DrawFn) -> dict[str, list[dict]]:
             notify_email=draw(st.sampled_from([f"{cid}@example.com", "owner@example.com", "not-an-address"])),
             currency=draw(st.sampled_from(["EUR", "EUR", "USD", "XYZ"])), vendor=f"Vendor {n}"))
     clients = [client(f"cl{n}", locale=draw(st.sampled_from(["en", "es"])),
-                      paused=draw(st.booleans()))
+                      paused=draw(st.booleans()),
+                      dunning_paused_until=draw(st.one_of(st.none(), st.integers(-3, 4).map(
+                          lambda d: day(d).isoformat()))),
+                      dunning_profile=draw(st.sampled_from([None, None, "brisk", "gentle", "ghost"])))
                for n in range(3)]
     invoices = []
     for n in range(draw(st.integers(0, 8))):
@@ -95,7 +111,9 @@ def source_rows(draw: st.DrawFn) -> dict[str, list[dict]]:
             draw(st.sampled_from(["cl0", "cl0", "cl1", "cl2", "cl-missing"])), sent_at,
             status=draw(st.sampled_from(["sent", "sent", "sent", "draft", "void"])),
             due_date=day(draw(st.integers(-20, 5))).isoformat(),
-            amount=draw(st.sampled_from(["980.40", "15.00", None]))))
+            amount=draw(st.sampled_from(["980.40", "15.00", "4.99", "5.00", None])),
+            dunning_hold_until=draw(st.one_of(st.none(), st.none(), st.integers(-3, 4).map(
+                lambda d: day(d).isoformat())))))
     return {"contracts": contracts, "clients": clients, "invoices": invoices}
 
 
@@ -124,12 +142,28 @@ def ledger_snapshot(url: str) -> tuple[list, list]:
        start=st.sampled_from(["sent", "due"]),
        escalation=st.booleans(),
        earlier_nights=st.integers(0, 2),
-       nights=st.integers(2, 5))
+       nights=st.integers(2, 5),
+       rules=st.fixed_dictionaries({
+           "DUEFLOW_BUSINESS_DAYS": st.sampled_from(["", "mon-fri"]),
+           "DUEFLOW_HOLIDAYS": st.sampled_from(["", "ES-MD"]),
+           "closures": st.lists(st.integers(-2, 5), max_size=2),
+           "DUEFLOW_DUNNING_MINIMUM": st.sampled_from(["", "EUR 5"]),
+           "profiles": st.booleans(), "unit": st.sampled_from(["calendar", "business"]),
+           "any_day": st.booleans()}))
 def test_forecast_of_night_d_is_what_a_dry_run_on_d_decides_after_real_runs_before_it(
-        kind, rows, leads, delays, start, escalation, earlier_nights, nights, prefect_server, tmp_path):
-    params = {"renewal_leads": leads, "dunning_delays": delays, "dunning_start": start}
+        kind, rows, leads, delays, start, escalation, earlier_nights, nights, rules, prefect_server,
+        tmp_path):
+    params = {"renewal_leads": leads, "dunning_delays": delays, "dunning_start": start,
+              "dunning_delay_unit": rules["unit"], "renewal_on_any_day": rules["any_day"]}
     outbox = tmp_path / uuid.uuid4().hex
-    with fresh_database(kind) as url, mock.patch.dict(os.environ, {
+    closures = tmp_path / f"{uuid.uuid4().hex}.closed"
+    closures.write_text("".join(f"{day(d)} closure\n" for d in rules["closures"]))
+    profiles = tmp_path / f"{uuid.uuid4().hex}.toml"
+    profiles.write_text(PROFILES)
+    calendar_env = {name: value for name, value in rules.items() if name.startswith("DUEFLOW_") and value}
+    calendar_env |= ({"DUEFLOW_CLOSED_DAYS_FILE": str(closures)} if rules["closures"] else {})
+    calendar_env |= {"DUEFLOW_PROFILES_FILE": str(profiles)} if rules["profiles"] else {}
+    with fresh_database(kind) as url, mock.patch.dict(os.environ, {**calendar_env,
             "DUEFLOW_DATABASE_URL": url, "DUEFLOW_MAIL_URL": f"file://{outbox}",
             "DUEFLOW_MAIL_FROM": "alerts@corp.example", "DUEFLOW_TIMEZONE": "Europe/Madrid",
             "DUEFLOW_RUN_LOCK": "off",
@@ -144,7 +178,8 @@ def test_forecast_of_night_d_is_what_a_dry_run_on_d_decides_after_real_runs_befo
         before = ledger_snapshot(url)
         mailed = sorted(outbox.glob("*.eml")) if outbox.exists() else []
 
-        predicted = forecast(START, nights, renewal_leads=leads, dunning_delays=delays, dunning_start=start)
+        predicted = forecast(START, nights, renewal_leads=leads, dunning_delays=delays, dunning_start=start,
+                             dunning_delay_unit=rules["unit"], renewal_on_any_day=rules["any_day"])
 
         assert ledger_snapshot(url) == before  # the forecast wrote nothing…
         assert (sorted(outbox.glob("*.eml")) if outbox.exists() else []) == mailed  # …and sent nothing
@@ -176,7 +211,7 @@ def test_forecast_command_prints_each_night_and_changes_nothing(db_url, dueflow_
     table = dueflow_cli("forecast", "--from", START.isoformat(), "--days", "14", env=env | {"COLUMNS": "110"})
     assert table.returncode == 0, table.stderr
     lines = table.stdout.splitlines()
-    assert lines[0].split() == ["night", "job", "step", "recipient", "name", "amount", "subject"]
+    assert lines[0].split() == ["night", "job", "step", "recipient", "name", "amount", "subject", "why"]
     assert any(line.startswith("2027-03-02  renewal  30d") for line in lines)
     assert "€980.40" in table.stdout  # money as the emails write it
     assert "4 email(s) in the 14 night(s) from 2027-03-01 (renewal: 2, dunning: 2)." in table.stdout
@@ -201,7 +236,7 @@ def test_forecast_command_prints_each_night_and_changes_nothing(db_url, dueflow_
         assert set(record["subject"].split()) <= shown, record["subject"]
 
     csv = dueflow_cli("forecast", "--from", START.isoformat(), "--days", "2", "--format", "csv", env=env)
-    assert csv.stdout.splitlines()[0] == "night,job,key,step,recipient,name,amount,currency,subject"
+    assert csv.stdout.splitlines()[0] == "night,job,key,step,recipient,name,amount,currency,subject,why"
     assert len(csv.stdout.splitlines()) == 4  # the header, 60d on 03-01, 30d and REMINDED_1 on 03-02
 
     assert ledger_snapshot(db_url) == before
@@ -241,7 +276,7 @@ def test_forecast_matches_the_decision_frame_types(db_url):
     seed(db_url)
     rows = forecast(START, 2, settings=Settings.from_env({"DUEFLOW_DATABASE_URL": db_url}))
     assert list(rows.columns) == ["night", "job", "key", "step", "recipient", "name", "amount", "currency",
-                                  "subject"]
+                                  "subject", "why"]
     assert isinstance(rows["night"].iloc[0], date)
     empty = forecast(START - timedelta(days=400), 1,
                      settings=Settings.from_env({"DUEFLOW_DATABASE_URL": db_url}))

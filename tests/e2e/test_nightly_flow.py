@@ -12,6 +12,7 @@ from dueflow.tasks.adapters import db
 from dueflow.tasks.core.addresses import Mailbox
 from dueflow.tasks.core.message import message_id_for
 from tests.helpers.factories import contract, insert
+from tests.helpers.oracles import expected_renewal_keys
 
 START = date(2027, 1, 1)
 LEADS = [60, 30, 15]
@@ -22,20 +23,9 @@ def insert_contracts(url: str, rows: list[dict]) -> None:
 
 
 def expected_keys(renewals_by_day, run_dates, leads) -> list[str]:
-    """A naive, per-row reading of the rule: the oracle the flow must agree with."""
-    most_urgent: dict[tuple[str, date], int] = {}
-    keys = []
-    for run_date in run_dates:
-        for cid, (renewal, active) in renewals_by_day(run_date).items():
-            days_left = (renewal - run_date).days
-            if not active or days_left < 0 or days_left > max(leads):
-                continue
-            lead = min(x for x in leads if x >= days_left)
-            if most_urgent.get((cid, renewal), 10**9) <= lead:
-                continue
-            most_urgent[(cid, renewal)] = lead
-            keys.append(f"renewal/{cid}/{renewal.isoformat()}/{lead}d")
-    return keys
+    """A naive, per-row reading of the rule: the oracle the flow must agree with
+    (tests/helpers/oracles.py, with every day open)."""
+    return expected_renewal_keys(renewals_by_day, run_dates, leads)
 
 
 def test_ninety_day_calendar_delivers_each_alert_exactly_once(run_env, smtp_sink):

@@ -51,6 +51,23 @@ def without_keys(url: str, *tables: str) -> None:
             conn.execute(text(f"CREATE TABLE {table} ({OWN_TABLES[table].format(**types)})"))
 
 
+OPTIONAL = {"invoices": {"dunning_hold_until": "date"},
+            "clients": {"dunning_paused_until": "date", "dunning_profile": "text"}}
+
+
+def with_optional_columns(url: str) -> None:
+    """The user's own tables (no primary key, tests/helpers/factories.py) with the optional
+    columns of holds, pauses and profiles added (other tests read them without)."""
+    engine = db.engine_for(url)
+    with engine.begin() as conn:
+        present = {(t, c) for t in OPTIONAL for c in db.read_frame(
+            engine, f"SELECT * FROM {t} LIMIT 0", {}).columns}
+        for table, columns in OPTIONAL.items():
+            for column, kind in columns.items():
+                if (table, column) not in present:
+                    conn.execute(text(f"ALTER TABLE {table} ADD COLUMN {column} {kind}"))
+
+
 def contract(cid: str, renewal: date | None, status: str = "active", **extra) -> dict:
     return {"id": cid, "vendor": f"Vendor {cid}", "title": "Service", "amount": "1250.50",
             "currency": "EUR", "renewal_date": renewal.isoformat() if renewal else None,

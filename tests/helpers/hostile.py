@@ -74,7 +74,15 @@ def dates(postgres: bool) -> st.SearchStrategy:
 
 
 # Columns PostgreSQL types (date, timestamptz, boolean): they hold only their own values there.
-TYPED = frozenset({"renewal_date", "due_date", "sent_at", "paid_at", "dunning_paused"})
+TYPED = frozenset({"renewal_date", "due_date", "sent_at", "paid_at", "dunning_paused", "dunning_hold_until",
+                   "dunning_paused_until"})
+
+
+def holds(postgres: bool) -> st.SearchStrategy:
+    """An optional hold's end (invoices.dunning_hold_until, clients.dunning_paused_until):
+    mostly none, else a day around AS_OF (a hold that ended, one that holds tonight), or on
+    SQLite any text a date column may hold."""
+    return st.one_of(st.none(), st.none(), st.none(), dates(postgres))
 
 
 @st.composite
@@ -133,6 +141,9 @@ def clients(postgres: bool = False) -> st.SearchStrategy[list[dict]]:
         "dunning_paused": st.sampled_from([False, False, False, True, None]) if postgres
         else st.sampled_from([0, 0, 0, 1, None, "false", "true"]),
         "cc_email": st.sampled_from([None, None, "", "manager@corp.example", " am@corp.example "]),
+        "dunning_paused_until": holds(postgres),
+        # blank is the default profile (the run's parameters); no other is defined here
+        "dunning_profile": st.sampled_from([None, None, None, "", "  "]),
     }
     odd_cc = st.sampled_from(["a@b.example, c@d.example", "Name <am@corp.example>",
                               "am@corp.example\r\nBcc: x@y.example"])
@@ -157,6 +168,7 @@ def invoices(postgres: bool = False, max_size: int = 12) -> st.SearchStrategy[li
         "due_date": dates(postgres),
         "paid_at": st.one_of(*[st.none()] * 7, timestamps(postgres)),
         "pdf_path": st.sampled_from([None, None, "2026/F-1.pdf", "../../etc/passwd", "/etc/passwd"]),
+        "dunning_hold_until": holds(postgres),
     }
     odd = {"amount": odd_amounts, "currency": odd_currencies, "sent_at": odd_timestamps,
            "status": st.sampled_from(["Sent", "disputed"]),
@@ -276,10 +288,19 @@ def _flag(value: object) -> bool | None:
     return True if text in TRUE else False if text in FALSE else None
 
 
+def _hold(value: object) -> tuple[date | None, bool]:
+    """An optional hold's end, and whether it holds something that is not a date."""
+    text = (_text(value) or "").strip()
+    day = as_date(text) if text else None
+    return day, bool(text) and day is None
+
+
 def expected_reminders(invoice_rows: list[dict], client_rows: list[dict],
                        sent_dates: list[date | None]) -> list[str]:
-    """Per invoice row, on the first night (empty ledger, dunning_start='sent'): 'due'
-    (REMINDED_1), 'quarantined' or 'none'. `sent_dates` are sent_at's business dates."""
+    """Per invoice row, on the first night (empty ledger, dunning_start='sent', no profile
+    defined): 'due' (REMINDED_1), 'quarantined' or 'none'. `sent_dates` are sent_at's
+    business dates. A hold (the invoice's, or its only client's pause with an end) ending
+    after AS_OF holds it; one that ended moves the 7 days to count from its end."""
     invoice_ids = [_text(r["id"]) for r in invoice_rows]
     outcomes = []
     for row, sent in zip(invoice_rows, sent_dates, strict=True):
@@ -292,7 +313,14 @@ def expected_reminders(invoice_rows: list[dict], client_rows: list[dict],
         if len(mine) == 1 and _flag(mine[0]["dunning_paused"]) is True:
             outcomes.append("none")
             continue
-        if sent is not None and (AS_OF - sent).days < 7:
+        hold, bad_hold = _hold(row.get("dunning_hold_until"))
+        pause, bad_pause = _hold(mine[0].get("dunning_paused_until")) if len(mine) == 1 else (None, False)
+        ends = [d for d in (hold, pause) if d is not None]
+        if ends and max(ends) > AS_OF:
+            outcomes.append("none")  # held tonight
+            continue
+        anchor = max([sent, *ends]) if sent is not None else None
+        if anchor is not None and (AS_OF - anchor).days < 7:
             # Not due tonight: a night does not read it (sql/dunning_candidates), nor judge it.
             outcomes.append("none")
             continue
@@ -302,6 +330,8 @@ def expected_reminders(invoice_rows: list[dict], client_rows: list[dict],
         # tests hold them: tests/unit/test_addresses.py).
         valid = (id_ok(row["id"]) and invoice_ids.count(_text(row["id"])) == 1
                  and all(_utf8(row[c]) for c in row if c != "pdf_path") and status == "sent"
+                 and not bad_hold and not bad_pause
+                 and (_text(client.get("dunning_profile") if client else None) or "").strip() == ""
                  and client is not None
                  and all(_utf8(client[c]) for c in client) and _flag(client["dunning_paused"]) is not None
                  and address_ok(client["email"]) and cc_ok(client.get("cc_email")) and sent is not None

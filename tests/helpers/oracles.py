@@ -1,5 +1,8 @@
 """Oracles: the rules restated plainly, to hold a faster or less obvious form to them.
 
+`expected_dunning_emails` is the dunning calendar night by night (holds, business days,
+profiles, minimums included), which the pure rule (tests/unit/test_dunning_rule.py) and the
+nights on both databases (tests/integration/test_dunning_calendar.py) are held to.
 `renewal_settled` is the specification of sql/fragments/renewal_settled, the quiet night's
 shortcut (tests/integration/test_settled.py holds the SQL to it on generated contracts);
 the row-by-row reference of every rule is tests/helpers/hostile.py.
@@ -7,8 +10,9 @@ the row-by-row reference of every rule is tests/helpers/hostile.py.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from datetime import date
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import date, timedelta
 
 import numpy as np
 
@@ -43,3 +47,83 @@ def renewal_settled(contracts: pd.DataFrame, history: pd.DataFrame, open_keys: d
     return ((lead >= 0) & (_text(rows, "status") == CONTRACT_ACTIVE).fillna(False)
             & (_duplicates(ids) == 1) & ids.notna()
             & (handled_rank <= lead).fillna(False) & ~open_key).astype(bool)
+
+
+@dataclass(frozen=True)
+class InvoiceFacts:
+    """What the data and settings say of one invoice on one night (the oracle's input):
+    its profile's delays, last step and unit, its hold's end (invoice hold or client pause,
+    the later), whether it is paid, and whether its amount is below the minimum."""
+
+    delays: Sequence[int] = (7, 5, 7)
+    last_rank: int = 3
+    unit: str = "calendar"
+    hold_end: date | None = None
+    paid: bool = False
+    below_minimum: bool = False
+
+
+def expected_dunning_emails(starts: dict[str, date], nights: Sequence[date],
+                            facts: Callable[[date, str], InvoiceFacts],
+                            open_day: Callable[[date], bool] = lambda _: True,
+                            ) -> tuple[list[tuple[date, str, int]], list[tuple[date, str]]]:
+    """The dunning calendar, one night and one invoice at a time, straight from
+    docs/design.md: the emails (night, invoice, step rank) the runs of `nights` send, in
+    order, and the (night, invoice) skipped below the minimum. On a closed day nothing goes
+    out; an invoice takes at most one step a night, the first night its wait is over; the
+    wait counts from its last step (or its start) or from the end of a hold that ends later,
+    in calendar days or in the open days after it; a held, paid or finished invoice waits."""
+    last = {invoice: (0, start) for invoice, start in starts.items()}
+    sent: list[tuple[date, str, int]] = []
+    skipped: list[tuple[date, str]] = []
+    for night in nights:
+        if not open_day(night):
+            continue
+        for invoice in starts:
+            f = facts(night, invoice)
+            rank, since = last[invoice]
+            if f.paid or rank >= f.last_rank or (f.hold_end is not None and f.hold_end > night):
+                continue
+            anchor = max(since, f.hold_end) if f.hold_end is not None else since
+            if f.unit == "business":
+                elapsed = sum(open_day(anchor + timedelta(days=n))
+                              for n in range(1, (night - anchor).days + 1))
+            else:
+                elapsed = (night - anchor).days
+            if elapsed < f.delays[rank]:
+                continue
+            if f.below_minimum:
+                skipped.append((night, invoice))
+                continue
+            sent.append((night, invoice, rank + 1))
+            last[invoice] = (rank + 1, night)
+    return sent, skipped
+
+
+def expected_renewal_keys(renewals_on: Callable[[date], dict[str, tuple[date, bool]]],
+                          run_dates: Sequence[date], leads: Sequence[int],
+                          open_day: Callable[[date], bool] = lambda _: True) -> list[str]:
+    """The renewal calendar, one night and one contract at a time (docs/design.md): per run
+    date, the most urgent lead crossed, once per cycle, never after a more urgent one. With a
+    calendar (`open_day`), nothing on a closed day, and on a business day a renewal that fell
+    on the closed days just past counts as renewing that day."""
+    most_urgent: dict[tuple[str, date], int] = {}
+    keys = []
+    for run_date in run_dates:
+        if not open_day(run_date):
+            continue
+        first = run_date  # the day after the last business day before it
+        while not open_day(first - timedelta(days=1)) and (run_date - first).days < 366:
+            first -= timedelta(days=1)
+        for cid, (renewal, active) in renewals_on(run_date).items():
+            days_left = (renewal - run_date).days
+            if days_left < 0 and renewal >= first:
+                days_left = 0
+            if not active or days_left < 0 or days_left > max(leads):
+                continue
+            lead = min(x for x in leads if x >= days_left)
+            if most_urgent.get((cid, renewal), 10**9) <= lead:
+                continue
+            most_urgent[(cid, renewal)] = lead
+            keys.append(f"renewal/{cid}/{renewal.isoformat()}/{lead}d")
+    return keys

@@ -24,7 +24,7 @@ from dueflow.tasks.core.decide import due_dunning_steps, dunning_may_be_due
 from dueflow.tasks.jobs import DunningJob
 from tests import examples
 from tests.conftest import PG_URL, require_pg
-from tests.helpers.factories import without_keys
+from tests.helpers.factories import with_optional_columns, without_keys
 
 AS_OF = date(2027, 1, 20)
 ids = st.sampled_from(["a", "b", "c", "d", "e", "f", None])
@@ -48,6 +48,9 @@ def scenarios(draw: st.DrawFn) -> dict:
         "due_date": st.one_of(days.map(lambda d: (AS_OF - timedelta(days=d - 10)).isoformat()), st.none()),
         "paid_at": st.sampled_from([None, None, None, "2027-01-02T10:00:00+00:00"]),
         "amount": st.sampled_from(["10.00", "10.001", "-5", "0"]),
+        # a hold: none, one that ended, one after tonight, and text only SQLite can hold
+        "hold": st.sampled_from([None, None, None, "2027-01-12", "2027-01-20", "2027-01-21", "2027-03-01",
+                                 "2027-02-30", " 2027-03-01", "2027-03-01T10:00:00", "later"]),
     }), max_size=7))
     clients = draw(st.lists(st.fixed_dictionaries({
         "id": st.sampled_from(["k1", "k2", "k3"]),
@@ -81,6 +84,7 @@ def databases(tmp_path_factory) -> Iterator[dict[str, str]]:
     for url in (sqlite_url, pg_url):
         db.init_db(db.engine_for(url), sample_tables=True)
         without_keys(url, "invoices", "clients")
+        with_optional_columns(url)
     try:
         yield {"sqlite": sqlite_url, "postgresql": pg_url}
     finally:
@@ -91,10 +95,20 @@ def databases(tmp_path_factory) -> Iterator[dict[str, str]]:
         admin.dispose()
 
 
+def _date_or_none(text: str | None) -> str | None:
+    try:
+        return date.fromisoformat(text).isoformat() if text else None
+    except ValueError:
+        return None
+
+
 def load(url: str, scenario: dict) -> None:
+    postgres = url.startswith("postgresql")
     invoices = [{"id": i["id"], "client_id": i["client_id"], "number": "F-1", "amount": i["amount"],
                  "currency": "EUR", "status": i["status"], "sent_at": i["sent_at"],
-                 "due_date": i["due_date"], "paid_at": i["paid_at"]} for i in scenario["invoices"]]
+                 "due_date": i["due_date"], "paid_at": i["paid_at"],
+                 "dunning_hold_until": _date_or_none(i["hold"]) if postgres else i["hold"]}
+                for i in scenario["invoices"]]
     clients = [{"id": c["id"], "name": "Client", "email": c["email"], "locale": "en",
                 "dunning_paused": c["paused"]} for c in scenario["clients"]]
     ledger = {}

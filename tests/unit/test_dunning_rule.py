@@ -9,8 +9,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dueflow.tasks.core.decide import DUNNING_STEPS, due_dunning_steps
+from dueflow.tasks.core.decide import due_dunning_steps
 from tests import examples
+from tests.helpers.calendar_scenarios import ESCALATION
+from tests.helpers.calendar_scenarios import day as calendar_day
+from tests.helpers.calendar_scenarios import scenarios as calendar_scenarios
+from tests.helpers.oracles import InvoiceFacts, expected_dunning_emails
 
 START = date(2027, 1, 1)
 HISTORY_COLUMNS = ["subject_id", "step", "step_rank", "as_of", "status"]
@@ -84,18 +88,13 @@ def test_steps_are_an_ordered_prefix_spaced_by_the_delays_and_stop_at_payment(ca
             assert (day - previous).days >= delays[rank - 1], "a step came too early"
             assert paid_on[invoice] is None or day < paid_on[invoice], "reminded after payment"
             previous = day
-        # Exactness: each step goes out on the first run date it is due, never later
-        # (missed nights delay it to the next run, they never burst several at once).
-        previous, expected = sent[invoice], []
-        for rank in range(1, len(DUNNING_STEPS) + 1):
-            candidates = [r for r in run_dates if (r - previous).days >= delays[rank - 1]
-                          and (paid_on[invoice] is None or r < paid_on[invoice])
-                          and (not expected or r > expected[-1][0])]
-            if not candidates:
-                break
-            expected.append((candidates[0], rank))
-            previous = candidates[0]
-        assert mine == expected
+    # Exactness: each step goes out on the first run date it is due, never later (missed
+    # nights delay it to the next run, they never burst several at once): the oracle.
+    expected, _ = expected_dunning_emails(
+        {f"inv-{i}": s for i, s in enumerate(sent)}, run_dates,
+        lambda night, inv: InvoiceFacts(delays=delays, paid=paid_on[int(inv[4:])] is not None
+                                        and paid_on[int(inv[4:])] <= night))
+    assert emitted == [(day, int(inv[4:]), rank) for day, inv, rank in expected]
 
 
 def test_paused_void_draft_and_paid_invoices_take_no_part():
@@ -151,3 +150,54 @@ def test_overdue_without_an_escalation_address_is_quarantined_not_dropped(escala
                               escalation_to="collections@corp.example")
     assert fixed.due[["step", "recipient"]].values.tolist() == [
         ["OVERDUE", "collections@corp.example"]]
+
+
+@settings(max_examples=examples(12), deadline=None)
+@given(calendar_scenarios(max_nights=24))
+def test_holds_calendar_minimums_and_profiles_night_by_night_are_the_oracle(scenario):
+    """Holds that start, end and are deleted mid-cycle, pauses with an end, business days,
+    holidays, closures, business-day delays, minimums on the boundary and profiles switched
+    between nights: each email once, on the night the oracle says, to the right address."""
+    history: list[tuple] = []
+    emitted, skipped = [], []
+    rules = scenario.rules()
+    for night in map(calendar_day, scenario.nights):
+        decision = due_dunning_steps(
+            pd.DataFrame(scenario.invoices(night)), pd.DataFrame(scenario.clients(night)),
+            pd.DataFrame(history, columns=HISTORY_COLUMNS), night, (3, 2, 3), escalation_to=ESCALATION,
+            rules=rules)
+        assert decision.quarantined.empty
+        assert decision.due["subject_id"].is_unique
+        skipped += [(night, s) for s in decision.skipped["source_id"]]
+        for row in decision.to_reserve.itertuples(index=False):
+            history.append((row.subject_id, row.step, row.step_rank, night.isoformat(), "sent"))
+            emitted.append((night, row.subject_id, int(row.step_rank)))
+            if row.step == "OVERDUE":
+                assert row.recipient == scenario.escalation_of(night, row.subject_id)
+            assert pd.Timestamp(row.due_since).date() <= night
+    expected, expected_skipped = expected_dunning_emails(
+        dict(zip(scenario.ids, map(calendar_day, scenario.sent), strict=True)),
+        [calendar_day(n) for n in scenario.nights], scenario.facts, scenario.open_day)
+    assert emitted == expected
+    assert skipped == expected_skipped
+    assert len(set((i, r) for _, i, r in emitted)) == len(emitted)  # each email once
+
+
+def test_a_hold_moves_the_clock_to_its_end_and_a_deleted_hold_lifts_at_once():
+    frame = invoices_frame([date(2027, 1, 1)], dunning_hold_until=["2027-01-10"])
+    none = pd.DataFrame(columns=HISTORY_COLUMNS)
+    due_on = [d for d in (date(2027, 1, n) for n in range(8, 20))
+              if not due_dunning_steps(frame, CLIENTS, none, d).due.empty]
+    assert due_on[0] == date(2027, 1, 17)  # its 7 days after the hold ends, not the morning after
+    frame["dunning_hold_until"] = None  # deleted: as if never held, due now (sent 1 Jan)
+    assert not due_dunning_steps(frame, CLIENTS, none, date(2027, 1, 9)).due.empty
+
+
+def test_unreadable_holds_and_unknown_profiles_are_quarantined_with_the_reason():
+    frame = invoices_frame([START] * 2, dunning_hold_until=["someday", None])
+    clients = CLIENTS.assign(dunning_profile=["vip", None, None])
+    decision = due_dunning_steps(frame.assign(client_id=["cl-en", "cl-en"]), clients,
+                                 pd.DataFrame(columns=HISTORY_COLUMNS), START + timedelta(days=10))
+    assert sorted(decision.quarantined["reason"]) == [
+        "client dunning_profile 'vip' is not a known profile (DUEFLOW_PROFILES_FILE)",
+        "dunning_hold_until is not a date: 'someday'"]

@@ -21,9 +21,10 @@ from tests.helpers import hostile
 SENDER = Mailbox("alerts@corp.example", "Équipe Finanzas, S.A.")
 CONTRACT_COLUMNS = ["id", "vendor", "title", "amount", "currency", "renewal_date", "notify_email",
                     "status"]
-CLIENT_COLUMNS = ["id", "name", "email", "locale", "notes", "dunning_paused", "cc_email"]
+CLIENT_COLUMNS = ["id", "name", "email", "locale", "notes", "dunning_paused", "cc_email",
+                  "dunning_paused_until", "dunning_profile"]
 INVOICE_COLUMNS = ["id", "client_id", "number", "amount", "currency", "status", "sent_at",
-                   "due_date", "paid_at"]
+                   "due_date", "paid_at", "dunning_hold_until"]
 EMPTY_RENEWALS = pd.DataFrame(columns=["subject_id", "cycle", "handled_rank"])
 EMPTY_DUNNING = pd.DataFrame(columns=["subject_id", "step", "step_rank", "as_of", "attempt_as_of",
                                       "status"])

@@ -10,8 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from dueflow.tasks.core.calendar import BusinessCalendar, parse_business_days
 from dueflow.tasks.core.decide import due_lead, due_renewal_alerts
 from tests import examples
+from tests.helpers.oracles import expected_renewal_keys
 
 START = date(2027, 1, 1)
 HISTORY_COLUMNS = ["subject_id", "cycle", "handled_rank"]
@@ -36,7 +38,7 @@ def contracts_frame(renewals: list[date | None], **overrides) -> pd.DataFrame:
     return frame
 
 
-def simulate(renewals: list[date], run_dates: list[date], leads: list[int]):
+def simulate(renewals: list[date], run_dates: list[date], leads: list[int], calendar=None):
     """Run the pure rule over a calendar, 'reserving' everything it decides (like the
     ledger would). Returns every (run_date, key, contract index, lead) emitted."""
     reserved: dict[tuple[str, str], int] = {}  # (contract, cycle) -> most urgent lead so far
@@ -46,7 +48,7 @@ def simulate(renewals: list[date], run_dates: list[date], leads: list[int]):
         history = pd.DataFrame(
             [(c, cycle, rank) for (c, cycle), rank in reserved.items()], columns=HISTORY_COLUMNS
         )
-        decision = due_renewal_alerts(contracts, history, run_date, leads)
+        decision = due_renewal_alerts(contracts, history, run_date, leads, calendar)
         for row in decision.to_reserve.itertuples(index=False):
             slot = (row.subject_id, row.cycle)
             assert slot not in reserved or reserved[slot] > row.step_rank
@@ -187,3 +189,33 @@ def test_dates_as_python_dates_or_malformed_text():
     decision = due_renewal_alerts(contracts, pd.DataFrame(columns=HISTORY_COLUMNS), as_of, [15])
     assert decision.to_reserve["subject_id"].tolist() == ["c-0"]
     assert decision.quarantined["source_id"].tolist() == ["c-1"]
+
+
+@settings(max_examples=examples(10), deadline=None)
+@given(calendars(), st.sampled_from(["mon-fri", "mon-sat", "tue,thu"]), st.booleans(),
+       st.lists(st.integers(0, 120), max_size=6))
+def test_on_business_days_each_alert_goes_out_on_the_next_one_as_the_oracle_says(
+        calendar, weekdays, holidays, closed):
+    """Alerts wait for business days: a lead due on a weekend, a holiday (ES-MD, with Easter's
+    long weekend) or a closure goes out on the next business day, once; a renewal on a closed
+    day still gets its most urgent alert the business day after."""
+    leads, renewals, run_dates = calendar
+    business = BusinessCalendar(parse_business_days(weekdays), *(("ES", "MD") if holidays else (None, None)),
+                                tuple((START + timedelta(days=d), "closure") for d in sorted(set(closed))))
+    emitted = simulate(renewals, run_dates, leads, business)
+    contracts = {f"c-{i}": (r, True) for i, r in enumerate(renewals)}
+    expected = expected_renewal_keys(lambda _: contracts, run_dates, leads,
+                                     lambda d: business.why_closed(d) is None)
+    assert [key for _, key, _, _ in emitted] == expected
+    assert all(business.why_closed(night) is None for night, _, _, _ in emitted)
+
+
+def test_a_renewal_on_a_saturday_is_alerted_on_monday_unless_any_day():
+    saturday, monday = date(2027, 3, 6), date(2027, 3, 8)
+    business = BusinessCalendar(parse_business_days("mon-fri"))
+    frame = contracts_frame([saturday])
+    none = pd.DataFrame(columns=HISTORY_COLUMNS)
+    assert due_renewal_alerts(frame, none, saturday, [0, 15], business).due.empty
+    monday_alert = due_renewal_alerts(frame, none, monday, [0, 15], business).due
+    assert monday_alert[["step", "days_left", "due_since"]].values.tolist() == [["0d", -2, saturday]]
+    assert due_renewal_alerts(frame, none, saturday, [0, 15]).due["step"].tolist() == ["0d"]

@@ -1,0 +1,132 @@
+"""Dunning profiles (docs/configuration.md, "Dunning profiles"): named sets of delays, start,
+steps, delay unit and escalation address, chosen per client (`clients.dunning_profile`).
+
+A client without a profile (the column absent, NULL or blank) is dunned by the run's own
+parameters: the default profile. A profile leaves out what it does not change, and takes
+it from the default. The TOML text (DUEFLOW_PROFILES_FILE, or a DueflowProfiles block) is
+parsed here; reading the file is the settings' (blocks/settings.py).
+
+    [profiles.key-account]
+    delays = [14, 14, 30]
+    start = "due"                    # sent | due
+    last_step = "OVERDUE"            # REMINDED_1 | REMINDED_2 | OVERDUE: where it stops
+    unit = "business"                # calendar | business
+    escalation_to = "kam@corp.example"
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Literal
+
+from dueflow.tasks.core.addresses import is_address
+from dueflow.tasks.core.frames import pd
+from dueflow.tasks.core.keys import DUNNING_STEPS
+from dueflow.tasks.core.parameters import DUNNING_STARTS, MAX_DELAY_DAYS, DunningStart
+
+DelayUnit = Literal["calendar", "business"]
+DELAY_UNITS: tuple[DelayUnit, ...] = ("calendar", "business")
+DEFAULT_PROFILE = "default"
+MAX_PROFILES = 100
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}")
+_KEYS = frozenset({"delays", "start", "last_step", "unit", "escalation_to"})
+STEP_NAMES = tuple(s.value for s in DUNNING_STEPS)
+
+
+class ProfileError(ValueError):
+    """A profiles file that cannot be used: one line naming where, and the fix."""
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    delays: tuple[int, int, int]
+    start: DunningStart
+    last_rank: int  # 1..3: the last step this profile takes (3: the escalation)
+    unit: DelayUnit
+    escalation_to: str | None  # None: DUEFLOW_ESCALATION_TO
+
+
+@dataclass(frozen=True)
+class Profiles:
+    """The default profile (the run's parameters) and the named ones."""
+
+    default: Profile
+    named: Mapping[str, Profile]
+
+    def frame(self) -> pd.DataFrame:
+        """One row per profile, indexed by name ('' is the default): d1, d2, d3, start,
+        last_rank, unit, escalation_to — what the decision merges per client."""
+        every = [replace(self.default, name=""), *self.named.values()]
+        return pd.DataFrame({
+            "d1": [p.delays[0] for p in every], "d2": [p.delays[1] for p in every],
+            "d3": [p.delays[2] for p in every], "start": [p.start for p in every],
+            "last_rank": [p.last_rank for p in every], "unit": [p.unit for p in every],
+            "escalation_to": pd.array([p.escalation_to for p in every], dtype="string"),
+        }, index=pd.Index([p.name for p in every], dtype="string", name="profile"))
+
+    def starts(self) -> set[str]:
+        return {self.default.start, *(p.start for p in self.named.values())}
+
+    def shortest_delays(self) -> tuple[int, int, int]:
+        every = [self.default, *self.named.values()]
+        return (min(p.delays[0] for p in every), min(p.delays[1] for p in every),
+                min(p.delays[2] for p in every))
+
+
+def default_profile(delays: Sequence[int], start: DunningStart, unit: str = "calendar",
+                    escalation_to: str | None = None) -> Profiles:
+    return Profiles(Profile(DEFAULT_PROFILE, (delays[0], delays[1], delays[2]), start,
+                            len(STEP_NAMES), "business" if unit == "business" else "calendar",
+                            escalation_to), {})
+
+
+def parse_profiles(text: str, origin: str, default: Profiles) -> Profiles:
+    """`default` with the named profiles of `text` (TOML) added; ProfileError otherwise."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ProfileError(f"{origin}: not valid TOML ({exc})") from None
+    extra = set(data) - {"profiles"}
+    table = data.get("profiles", {})
+    if extra or not isinstance(table, dict):
+        raise ProfileError(f"{origin}: only [profiles.NAME] tables are allowed, found {sorted(extra)[:3]}")
+    if len(table) > MAX_PROFILES:
+        raise ProfileError(f"{origin}: at most {MAX_PROFILES} profiles")
+    named = {}
+    for name, body in table.items():
+        where = f"{origin}, profile {name[:40]!r}"
+        if not _NAME.fullmatch(name) or name == DEFAULT_PROFILE:
+            raise ProfileError(f"{where}: a profile name is 1 to 63 letters, digits, '.', '_' or '-',"
+                               f" not {DEFAULT_PROFILE!r} (the run's own parameters)")
+        if not isinstance(body, dict) or set(body) - _KEYS:
+            raise ProfileError(f"{where}: a profile is a table of {', '.join(sorted(_KEYS))} (no other"
+                               " keys)")
+        named[name] = _profile(name, body, default.default, where)
+    return Profiles(default.default, named)
+
+
+def _profile(name: str, body: dict, base: Profile, where: str) -> Profile:
+    delays = body.get("delays", list(base.delays))
+    if (not isinstance(delays, list) or len(delays) != len(STEP_NAMES)
+            or any(isinstance(d, bool) or not isinstance(d, int) or not 1 <= d <= MAX_DELAY_DAYS
+                   for d in delays)):
+        raise ProfileError(f"{where}: delays must be three whole numbers of days, each 1 to"
+                           f" {MAX_DELAY_DAYS}, e.g. [14, 14, 30]")
+    start = body.get("start", base.start)
+    if start not in DUNNING_STARTS:
+        raise ProfileError(f"{where}: start must be 'sent' or 'due'")
+    last = body.get("last_step", STEP_NAMES[base.last_rank - 1])
+    if last not in STEP_NAMES:
+        raise ProfileError(f"{where}: last_step must be one of {', '.join(STEP_NAMES)}")
+    unit = body.get("unit", base.unit)
+    if unit not in DELAY_UNITS:
+        raise ProfileError(f"{where}: unit must be 'calendar' or 'business'")
+    escalation = body.get("escalation_to", base.escalation_to)
+    if escalation is not None and (not isinstance(escalation, str) or not is_address(escalation.strip())):
+        raise ProfileError(f"{where}: escalation_to must be one plain address, e.g. kam@corp.example")
+    return Profile(name, (delays[0], delays[1], delays[2]), start, STEP_NAMES.index(last) + 1, unit,
+                   escalation.strip() if escalation else None)
