@@ -308,8 +308,9 @@ def forecast_table(rows: pd.DataFrame, width: int) -> list[str]:
     caps: list[int | None] = [None, None, None, min(widest[3], 28), min(widest[4], 20), None]
     taken = sum(w if cap is None else cap for w, cap in zip(widest, caps, strict=True)) + 2 * 7
     # The subject and the reason for a moved night share what is left, whole words each.
-    why_width = min(max([3] + [len(r[7]) for r in cells]), max(12, (width - taken) // 3))
-    return wrapped_table(header, cells, [*caps, max(20, width - taken - why_width), why_width])
+    left = width - taken
+    why_width = min(max([3] + [len(r[7]) for r in cells]), max(10, left // 3))
+    return wrapped_table(header, cells, [*caps, max(12, left - why_width), why_width])
 
 
 def cmd_check(args: argparse.Namespace) -> int:
