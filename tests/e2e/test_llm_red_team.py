@@ -94,6 +94,9 @@ def texts_of(message) -> list[str]:
     return [message.get_body((kind,)).get_content().replace("\r\n", "\n") for kind in ("plain", "html")]
 
 
+# What the model says is judged before the ledger sees it: one backend (the dialects store a
+# paragraph alike: tests/integration/test_llm_client.py, test_llm_flow.py run on both).
+@pytest.mark.parametrize("db_url", [pytest.param("postgresql", marks=pytest.mark.pg)], indirect=True)
 def test_no_red_team_paragraph_reaches_a_client(run_env, smtp_sink, red_team_llm):
     stub, model = red_team_llm
     url = run_env

@@ -105,6 +105,7 @@ def unclaimed(url: str) -> list[str]:
 
 @pytest.mark.parametrize("answers", [0, 1, 2], ids=["never-greets", "stalls-after-greeting",
                                                     "stalls-at-MAIL"])
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)  # a matter of SMTP, not the dialect
 def test_a_server_that_stops_answering_is_seen_once_a_night(run_env, smtp_sink, monkeypatch, answers):
     """Finding 5: a server that never answers cost 30 s per email, one after another. With
     1-second timeouts the night stops after DUEFLOW_SMTP_MAX_FAILURES (3) connection faults
@@ -139,6 +140,7 @@ def test_a_server_that_stops_answering_is_seen_once_a_night(run_env, smtp_sink, 
     assert set(statuses(run_env).values()) == {"sent"}
 
 
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)  # SMTP and the pure rule, not the dialect
 def test_a_refused_login_is_tried_once_a_night(run_env, monkeypatch):
     """Finding 5: a server that refuses AUTH got a new connection and a failed login per
     email (an account-lockout risk). One refused login now stops the night: one attempt,
@@ -163,6 +165,7 @@ def test_a_refused_login_is_tried_once_a_night(run_env, monkeypatch):
         sink.stop()
 
 
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)  # SMTP and the pure rule, not the dialect
 def test_addresses_rfc_5322_refuses_are_quarantined_not_sent(run_env, smtp_sink):
     """Finding 9: `.dot@`, `a..b@`, a 70-character local part and an encoded word as the
     local part were sent (a client shows `=?utf-8?b?QUJD?=@x.example` as ABC@x.example).

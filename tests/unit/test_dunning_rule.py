@@ -74,7 +74,7 @@ def calendars(draw):
     return sent, paid_on, run_dates, delays
 
 
-@settings(max_examples=examples(15), deadline=None)
+@settings(max_examples=examples(10), deadline=None)
 @given(calendars())
 def test_steps_are_an_ordered_prefix_spaced_by_the_delays_and_stop_at_payment(calendar):
     sent, paid_on, run_dates, delays = calendar
@@ -152,7 +152,7 @@ def test_overdue_without_an_escalation_address_is_quarantined_not_dropped(escala
         ["OVERDUE", "collections@corp.example"]]
 
 
-@settings(max_examples=examples(12), deadline=None)
+@settings(max_examples=examples(8), deadline=None)
 @given(calendar_scenarios(max_nights=24))
 def test_holds_calendar_minimums_and_profiles_night_by_night_are_the_oracle(scenario):
     """Holds that start, end and are deleted mid-cycle, pauses with an end, business days,

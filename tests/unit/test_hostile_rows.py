@@ -28,7 +28,7 @@ INVOICE_COLUMNS = ["id", "client_id", "number", "amount", "currency", "status", 
 EMPTY_RENEWALS = pd.DataFrame(columns=["subject_id", "cycle", "handled_rank"])
 EMPTY_DUNNING = pd.DataFrame(columns=["subject_id", "step", "step_rank", "as_of", "attempt_as_of",
                                       "status"])
-QUICK = settings(max_examples=examples(30), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+QUICK = settings(max_examples=examples(20), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def on_the_wire(body: str) -> str:

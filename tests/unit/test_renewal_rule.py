@@ -75,7 +75,7 @@ def calendars(draw):
     return leads, renewals, run_dates
 
 
-@settings(max_examples=examples(20), deadline=None)
+@settings(max_examples=examples(12), deadline=None)
 @given(calendars())
 def test_each_key_once_and_first_alert_is_most_urgent_lead_crossed(calendar):
     leads, renewals, run_dates = calendar
@@ -103,7 +103,7 @@ def test_each_key_once_and_first_alert_is_most_urgent_lead_crossed(calendar):
             assert contract not in first_alert
 
 
-@settings(max_examples=examples(200), deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(st.lists(st.integers(-400, 400), min_size=1, max_size=50), leads_strategy)
 def test_due_lead_matches_the_definition(days, leads):
     got = due_lead(np.asarray(days, dtype=np.int64), leads)

@@ -41,7 +41,7 @@ def runs(draw) -> tuple[pd.DataFrame, pd.DataFrame]:
     return rows, facts
 
 
-@settings(max_examples=examples(60), deadline=None)
+@settings(max_examples=examples(30), deadline=None)
 @given(runs())
 def test_the_summary_says_its_headline_once_and_no_zero_count(run):
     rows, facts = run
@@ -61,7 +61,7 @@ def test_the_summary_says_its_headline_once_and_no_zero_count(run):
             assert line.replace("\\|", "").count("|") in (3, 7)
 
 
-@settings(max_examples=examples(60), deadline=None)
+@settings(max_examples=examples(30), deadline=None)
 @given(runs())
 def test_the_table_lists_problems_first_with_human_columns_and_no_handled_keys(run):
     rows, facts = run
@@ -85,7 +85,7 @@ def test_a_pending_email_says_which_command_settles_it():
     assert f"`dueflow resolve {key} --as sent`" in text and "connection lost after DATA" in text
 
 
-@settings(max_examples=examples(40), deadline=None)
+@settings(max_examples=examples(20), deadline=None)
 @given(run=runs(), tokens=st.lists(st.integers(0, 2**40), max_size=3) | st.integers(9_000, 20_000),
        warning=TEXT)
 def test_the_summary_survives_pickling_as_prefect_persists_it(run, tokens, warning):

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from dueflow.tasks.core.addresses import Mailbox
 from dueflow.tasks.core.decide import due_dunning_steps, due_renewal_alerts
-from dueflow.tasks.core.keys import DunningStep
+from dueflow.tasks.core.keys import DUNNING_STEPS, DunningStep
 from dueflow.tasks.core.message import OutgoingEmail
 from dueflow.tasks.core.render import (
     EmailLook,
@@ -66,7 +66,7 @@ def test_counted_days_have_their_plural(n, en, es):
     assert (count_days(n, "en"), count_days(n, "es")) == (en, es)
 
 
-@settings(max_examples=examples(200), deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(day=st.dates(min_value=date(1900, 1, 1), max_value=date(2200, 12, 31)))
 def test_long_dates_are_babels_long_format(day):
     # One date style in every email: CLDR's long dates (en_GB and es), written without
@@ -160,6 +160,8 @@ def dunning_calendars(start: str, delays: tuple[int, ...] = (7, 5, 7)) -> dict[t
     history: list[tuple] = []
     out: dict[tuple[str, int], list[tuple]] = {case: [] for case in cases.values()}
     for night in range(60):
+        if all(len(emails) == len(DUNNING_STEPS) for emails in out.values()):
+            break  # every calendar has had its three emails: the later nights decide nothing
         as_of = sent + timedelta(days=night)
         ledger = pd.DataFrame(history, columns=HISTORY_COLUMNS)
         decision = due_dunning_steps(invoices, clients, ledger, as_of, delays,
@@ -217,7 +219,7 @@ def reminder(step: str, locale: str, as_of: date, due_date: date | None, **extra
     return OutgoingEmail("dunning/inv-1/" + step, "ap@x.example", subject, text, html, "<a@b.example>")
 
 
-@settings(max_examples=examples(300), deadline=None)
+@settings(max_examples=examples(120), deadline=None)
 @given(locale=st.sampled_from(["en", "es"]),
        step=st.sampled_from(["REMINDED_1", "REMINDED_2", "OVERDUE"]),
        due_in=st.one_of(st.integers(-400, 400), st.none()))
