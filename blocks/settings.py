@@ -92,6 +92,19 @@ def _llm_from_env(env: Mapping[str, str]) -> LLMConfig | None:
                      base_url=(env.get("OPENAI_BASE_URL") or "").strip() or None)
 
 
+def _setting_text(block_text: str | None, block_origin: str, setting: str,
+                  path: str | None) -> tuple[str, str]:
+    """The text of a configuration file setting (a block's text, once loaded, wins) and the
+    origin its errors name; a file that cannot be read is one ConfigError line."""
+    if block_text is not None:
+        return block_text, block_origin
+    try:
+        return Path(path or "").expanduser().read_text(encoding="utf-8"), f"{setting} {path}"
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{setting}={path!r} cannot be read:"
+                          f" {getattr(exc, 'strerror', None) or exc}") from None
+
+
 @dataclass(frozen=True)
 class Settings:
     database_url: str = field(default=defaults.DATABASE_URL, repr=False)  # may hold a password
@@ -237,12 +250,8 @@ class Settings:
         try:
             closed: tuple = ()
             if self.closed_days_file:
-                try:
-                    text = Path(self.closed_days_file).expanduser().read_text(encoding="utf-8")
-                except (OSError, UnicodeDecodeError) as exc:
-                    raise ConfigError(f"DUEFLOW_CLOSED_DAYS_FILE={self.closed_days_file!r} cannot be"
-                                      f" read: {getattr(exc, 'strerror', None) or exc}") from None
-                closed = parse_closed_days(text, f"DUEFLOW_CLOSED_DAYS_FILE {self.closed_days_file}")
+                text, origin = _setting_text(None, "", "DUEFLOW_CLOSED_DAYS_FILE", self.closed_days_file)
+                closed = parse_closed_days(text, origin)
             country, subdiv = parse_holidays(self.holidays)
             return BusinessCalendar(parse_business_days(self.business_days), country, subdiv, closed)
         except CalendarError as exc:
@@ -265,17 +274,10 @@ class Settings:
         from dueflow.tasks.core.profiles import ProfileError, default_profile, parse_profiles
 
         default = default or default_profile(DUNNING_DELAYS, "sent")
-        if self.profiles_text is not None:
-            text, origin = self.profiles_text, f"DueflowProfiles block {self.profiles_block!r}"
-        elif self.profiles_file:
-            try:
-                text = Path(self.profiles_file).expanduser().read_text(encoding="utf-8")
-            except (OSError, UnicodeDecodeError) as exc:
-                raise ConfigError(f"DUEFLOW_PROFILES_FILE={self.profiles_file!r} cannot be read:"
-                                  f" {getattr(exc, 'strerror', None) or exc}") from None
-            origin = f"DUEFLOW_PROFILES_FILE {self.profiles_file}"
-        else:
+        if self.profiles_text is None and not self.profiles_file:
             return default
+        text, origin = _setting_text(self.profiles_text, f"DueflowProfiles block {self.profiles_block!r}",
+                                     "DUEFLOW_PROFILES_FILE", self.profiles_file)
         try:
             return parse_profiles(text, origin, default)
         except ProfileError as exc:
@@ -296,17 +298,10 @@ class Settings:
         line naming the file, source and column; dueflow's own names without one."""
         from dueflow.tasks.core.sources import DEFAULT_MAPPING, MappingError, parse_mapping
 
-        if self.sources_text is not None:
-            text, origin = self.sources_text, f"DueflowSources block {self.sources_block!r}"
-        elif self.sources_file:
-            try:
-                text = Path(self.sources_file).expanduser().read_text(encoding="utf-8")
-            except (OSError, UnicodeDecodeError) as exc:
-                raise ConfigError(f"DUEFLOW_SOURCES_FILE={self.sources_file!r} cannot be read:"
-                                  f" {getattr(exc, 'strerror', None) or exc}") from None
-            origin = f"DUEFLOW_SOURCES_FILE {self.sources_file}"
-        else:
+        if self.sources_text is None and not self.sources_file:
             return DEFAULT_MAPPING
+        text, origin = _setting_text(self.sources_text, f"DueflowSources block {self.sources_block!r}",
+                                     "DUEFLOW_SOURCES_FILE", self.sources_file)
         try:
             return parse_mapping(text, origin)
         except MappingError as exc:
