@@ -296,9 +296,7 @@ def forecast_table(rows: pd.DataFrame, width: int) -> list[str]:
     from dueflow.tasks.core.text import wrapped_table
 
     shown = rows.astype(object).where(rows.notna(), "")
-    amount = pd.to_numeric(rows["amount"], errors="coerce")
-    written = rows["amount"].astype("string").fillna("")
-    money = money_texts(amount, rows["currency"].astype("string")).where(amount.notna(), written)
+    money = money_texts(rows["amount"].astype("string"), rows["currency"].astype("string"))
     why = shown["why"].astype(str) if "why" in shown else pd.Series("", index=shown.index)
     columns = ["night", "job", "step", "recipient", "name", "subject"]
     cells = [[*map(str, row[:5]), str(m), str(row[5]), str(w)] for row, m, w in zip(

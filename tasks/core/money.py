@@ -199,17 +199,19 @@ def format_money(amount: Decimal | str, currency: str, locale: str) -> str:
 
 
 def money_texts(amounts: pd.Series, currencies: pd.Series, locale: str = "en") -> pd.Series:
-    """Amounts (numbers) with their currency as the emails write them (`format_money`):
-    '£2,100.00'; '' where either is missing. For the rows a person is shown (a table's
-    first rows), not a whole night's."""
+    """Amounts with their currency as the emails write them (`format_money`): '£2,100.00';
+    '' where either is missing. Decimal text is written exactly as it is; a number through
+    its shortest repr (exact to 15 significant digits). For the rows a person is shown (a
+    table's first rows), not a whole night's."""
     shown = []
     for amount, currency in zip(amounts.astype(object), currencies.astype(object), strict=True):
         if amount is None or currency is None or pd.isna(amount) or pd.isna(currency):
             shown.append("")
             continue
         try:
-            shown.append(format_money(Decimal(repr(float(amount))), str(currency), locale))
-        except (ValueError, ArithmeticError):  # a code Babel cannot write: as the data says it
+            exact = amount.strip() if isinstance(amount, str) else repr(float(amount))
+            shown.append(format_money(Decimal(exact), str(currency), locale))
+        except (ValueError, ArithmeticError):  # not a number, or a code Babel cannot write
             shown.append(f"{amount} {currency}")
     return pd.Series(shown, index=amounts.index, dtype="string")
 

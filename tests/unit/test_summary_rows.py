@@ -104,3 +104,12 @@ def test_terminal_tables_wrap_whole_words_within_their_caps():
     assert " ".join(" ".join(lines).split()).count("overdue") == 1  # no 'overd' + 'ue'
     assert set(subject.split()) <= set(" ".join(lines).split())
     assert lines[0].startswith("status") and lines[1].startswith("sent    Payment reminder:")
+
+
+def test_money_is_written_from_the_decimal_text_exactly_as_the_email_writes_it():
+    from dueflow.tasks.core.money import format_money, money_texts
+
+    amounts = pd.Series(["12345678901234567.89", "980.40", None], dtype="string")
+    shown = money_texts(amounts, pd.Series(["EUR", "GBP", "EUR"], dtype="string"))
+    assert shown.tolist() == [format_money("12345678901234567.89", "EUR", "en"), "£980.40", ""]
+    assert shown[0] == "€12,345,678,901,234,567.89"  # a float would have rounded the cents away
