@@ -602,10 +602,6 @@ def dunning_may_be_due(invoices: pd.DataFrame, history: pd.DataFrame, as_of: dat
 ESCALATION_NEEDED = "OVERDUE escalation needs DUEFLOW_ESCALATION_TO set to a valid address"
 
 
-def _escalation_ok(escalation_to: str | None) -> bool:
-    return escalation_to is not None and bool(valid_email(pd.Series([escalation_to])).iloc[0])
-
-
 def _escalations(profile: pd.DataFrame, escalation_to: str | None) -> tuple[pd.Series, pd.Series]:
     """Each row's escalation address (its profile's, else DUEFLOW_ESCALATION_TO) and whether
     it is usable."""
