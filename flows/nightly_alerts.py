@@ -223,11 +223,11 @@ def nightly_alerts(
         renewal_locale=renewal_locale, retry_max_attempts=retry_max_attempts,
         retry_backoff_minutes=retry_backoff_minutes, send_cap=send_cap, adopt=adopt, dry_run=dry_run,
         dunning_delay_unit=dunning_delay_unit, renewal_on_any_day=renewal_on_any_day)
+    as_of = checked_date(as_of)  # a parameter: checked with the others, before the database
     logger = get_run_logger()
     # Every source relation found and every statement of the night planned, and dueflow's
     # own tables writable, before the first write: a shape dueflow cannot read is one line.
     database = db.open_database(settings)
-    as_of = checked_date(as_of)
     if as_of is None:
         logger.info("as_of empty: running for %s, today in %s", settings.today(), settings.timezone)
     as_of = checked_as_of(as_of, settings, database.engine, allow_any_as_of)

@@ -90,7 +90,7 @@ def forecast(
     renewal = RenewalJob(leads, renewal_locale, sender, look, None if any_day else calendar)
     dunning = DunningJob(dunning_delays, counted_from, settings.timezone, settings.escalation_address(),
                          sender, look, llm=None,  # the LLM is never asked for a forecast
-                         rules=dunning_rules(settings, dunning_delays, counted_from, unit))
+                         rules=dunning_rules(settings, dunning_delays, counted_from, unit, calendar))
 
     # The dunning extraction of every open invoice: one read serves every night.
     invoices = dunning.extract_all(database)

@@ -274,14 +274,16 @@ def night_jobs(settings: Settings, params: RunParameters) -> tuple[RenewalJob, D
     return (RenewalJob(params.leads, params.renewal_locale, sender, look, None if any_day else calendar),
             DunningJob(params.delays, params.dunning_start, settings.timezone, settings.escalation_address(),
                        sender, look, settings.llm, settings.invoice_pdf_template(),
-                       dunning_rules(settings, params.delays, params.dunning_start, params.delay_unit)))
+                       dunning_rules(settings, params.delays, params.dunning_start, params.delay_unit,
+                                     calendar)))
 
 
-def dunning_rules(settings: Settings, delays: Sequence[int], start: DunningStart, unit: str) -> DunningRules:
-    """The profiles (over the run's parameters, the default profile), calendar and minimums
-    the settings give."""
+def dunning_rules(settings: Settings, delays: Sequence[int], start: DunningStart, unit: str,
+                  calendar: BusinessCalendar | None) -> DunningRules:
+    """The profiles (over the run's parameters, the default profile) and minimums the
+    settings give, with the calendar read from them once (`settings.calendar()`)."""
     default = default_profile(delays, start, unit, settings.escalation_address())
-    return DunningRules(settings.profiles(default), settings.calendar(), settings.minimums())
+    return DunningRules(settings.profiles(default), calendar, settings.minimums())
 
 
 @dataclass(frozen=True)
