@@ -154,6 +154,7 @@ def _run_flow(settings: Settings, as_of: date | None, dry_run: bool, **params: A
     _quiet_prefect()  # before Prefect is imported: it reads these settings once
     from dueflow.flows import prefect_api
     from dueflow.flows.nightly_alerts import check_night, nightly_alerts
+    from dueflow.tasks.core.report import summary_of
 
     check_night(settings, as_of, dry_run, params)
 
@@ -174,7 +175,7 @@ def _run_flow(settings: Settings, as_of: date | None, dry_run: bool, **params: A
                 # when emails wait for a person: its result is the summary all the same.
                 state = cast("State", nightly_alerts(as_of=as_of, dry_run=dry_run, return_state=True,
                                                      **params))
-                summary = run_summary(state)
+                summary = summary_of(state)
             except Exception as exc:
                 summary = _after_lost_api(exc)
     except prefect_api.TemporaryServerDidNotStart:
@@ -182,14 +183,6 @@ def _run_flow(settings: Settings, as_of: date | None, dry_run: bool, **params: A
                         " PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS higher, or point"
                         " PREFECT_API_URL at a running `prefect server start`)") from None
     return _print_summary(summary, temporary, interrupted)
-
-
-def run_summary(state: State) -> RunSummary:
-    """The RunSummary a run's final state holds — Completed, or Failed "Needs attention";
-    a run that failed otherwise raises what it raised."""
-    from dueflow.tasks.core.report import summary_of
-
-    return summary_of(state)
 
 
 def _print_summary(summary: RunSummary, temporary: bool, interrupted: Callable[[], bool]) -> int:
