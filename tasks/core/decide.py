@@ -24,7 +24,7 @@ from dueflow.tasks.core.keys import (
     DunningStep,
     dunning_keys,
     id_problems,
-    printable_id,
+    printable_ids,
     renewal_keys,
 )
 from dueflow.tasks.core.locales import SUPPORTED_LOCALES
@@ -130,10 +130,6 @@ def _utf8_checks(rows: pd.DataFrame, columns: Sequence[str], table: str) -> list
     return [(invalid_utf8(rows[c]), f"{table}.{c} is not valid UTF-8") for c in columns if c in rows]
 
 
-def _source_ids(ids: pd.Series) -> pd.Series:
-    return ids.astype(object).map(printable_id).astype("string")
-
-
 def _contract_reasons(rows: pd.DataFrame, renewal: pd.Series, relevant: pd.Series) -> pd.Series:
     """Why each relevant contract cannot be alerted (NA where it can)."""
     status = _text(rows, "status")
@@ -199,7 +195,7 @@ def _quarantine_frame(rows: pd.DataFrame, reason: pd.Series, party: pd.Series | 
     ('contract ', title, ': ') for 'contract c-011: Lab equipment' (the row alone when its
     detail is missing or blank). Each one line; computed for the bad rows only."""
     bad = reason.notna()
-    ids = _source_ids(rows.loc[bad, "id"])
+    ids = printable_ids(rows.loc[bad, "id"])
     empty = pd.Series("", index=ids.index, dtype="string")
     reference = empty
     if what is not None:
@@ -410,6 +406,27 @@ def _optional_dates(frame: pd.DataFrame, column: str) -> tuple[pd.Series, pd.Ser
     return dates, (text.notna() & dates.isna()).astype(bool)
 
 
+def _hold_ends(rows: pd.DataFrame, client: pd.DataFrame, client_copies: pd.Series
+               ) -> tuple[pd.Series, pd.Series, pd.Series, pd.Series]:
+    """Holds with an end, per invoice: the invoice's own (Mahnstopp, dunning_hold_until) and
+    its client's pause (dunning_paused_until; only a client row that is the only one with its
+    id counts), NaT where none; and where each holds something that is not a date (the
+    invoice is quarantined: a hold we cannot read is not ignored). Held while the later end
+    is after tonight."""
+    hold, bad_hold = _optional_dates(rows, "dunning_hold_until")
+    pause_end, bad_pause = _optional_dates(client, "dunning_paused_until")
+    return hold, pause_end.where(client_copies == 1), bad_hold, bad_pause
+
+
+def hold_ends(invoices: pd.DataFrame, clients: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
+    """Each invoice's hold end and its client's pause end as the decision reads them (NaT:
+    none), aligned with the rows in order (a fresh RangeIndex)."""
+    rows = invoices.reset_index(drop=True)
+    client, _, copies = _client_of(rows, clients)
+    hold, pause_end, _, _ = _hold_ends(rows, client, copies)
+    return hold, pause_end
+
+
 def _profiles_of(client: pd.DataFrame, profiles: Profiles) -> tuple[pd.DataFrame, pd.Series, pd.Series]:
     """Each row's profile (its client's `dunning_profile`, the default when absent or blank),
     the name asked for, and where that name is unknown."""
@@ -437,11 +454,8 @@ def _invoices(invoices: pd.DataFrame, clients: pd.DataFrame, timezone: str, prof
     status = _text(rows, "status")
     ended = _ended(rows)
     paused = flag_values(client["dunning_paused"])
-    # Holds with an end: the invoice's own (Mahnstopp) and its client's pause, whichever
-    # ends later. Held while the end is after tonight; an unreadable end is quarantined.
-    hold, bad_hold = _optional_dates(rows, "dunning_hold_until")
-    pause_end, bad_pause = _optional_dates(client, "dunning_paused_until")
-    hold_end = pd.concat([hold, pause_end.where(client_copies == 1)], axis=1).max(axis=1)
+    hold, pause_end, bad_hold, bad_pause = _hold_ends(rows, client, client_copies)
+    hold_end = pd.concat([hold, pause_end], axis=1).max(axis=1)
     held = ((hold_end > pd.Timestamp(as_of)) if as_of is not None
             else pd.Series(False, index=rows.index)).fillna(False).astype(bool)
     # A client row counts only if it is the only one with its id: an invoice whose client
@@ -715,7 +729,7 @@ def due_dunning_steps(
     good = due & reason.isna()
     below = below_minimum(rows["amount"], rows["currency"], dict(rules.minimums)) & good
     skipped = pd.DataFrame({
-        "source_id": _source_ids(rows.loc[below, "id"]),
+        "source_id": printable_ids(rows.loc[below, "id"]),
         "reason": ("open amount " + stripped(rows.loc[below, "amount"]) + " "
                    + rows.loc[below, "currency"].astype("string") + " is below the minimum "
                    + rows.loc[below, "currency"].astype("string").map(

@@ -16,7 +16,9 @@ from __future__ import annotations
 from datetime import date, timedelta
 
 from dueflow.tasks.core.calendar import BusinessCalendar
+from dueflow.tasks.core.decide import hold_ends
 from dueflow.tasks.core.frames import pd
+from dueflow.tasks.core.keys import printable_ids
 from dueflow.tasks.core.statuses import LedgerStatus
 from dueflow.tasks.core.validate import as_dates
 
@@ -85,13 +87,8 @@ def why_tonight(due_since: pd.Series, night: date, calendar: BusinessCalendar | 
 def held_invoices(invoices: pd.DataFrame, clients: pd.DataFrame, night: date) -> pd.DataFrame:
     """The open invoices held on `night` (an invoice hold or its client's pause ending after
     it): invoice_id, client_id, held_until (the later end), by (what holds it)."""
-    hold = as_dates(invoices["dunning_hold_until"].astype("string")) if "dunning_hold_until" in invoices \
-        else pd.Series(pd.NaT, index=invoices.index, dtype="datetime64[ns]")
-    pauses = (clients.assign(id=clients["id"].astype("string"),
-                             until=as_dates(clients["dunning_paused_until"].astype("string")))
-              .groupby("id")["until"].max() if "dunning_paused_until" in clients and not clients.empty
-              else pd.Series(dtype="datetime64[ns]"))
-    pause = pd.Series(pauses.reindex(invoices["client_id"].astype("string")).to_numpy(), index=invoices.index)
+    invoices = invoices.reset_index(drop=True)
+    hold, pause = hold_ends(invoices, clients)
     tonight = pd.Timestamp(night)
     by_hold, by_pause = (hold > tonight).fillna(False), (pause > tonight).fillna(False)
     held = (by_hold | by_pause).astype(bool)
@@ -100,8 +97,8 @@ def held_invoices(invoices: pd.DataFrame, clients: pd.DataFrame, night: date) ->
     until = pd.concat([hold.where(by_hold), pause.where(by_pause)], axis=1).max(axis=1)
     by = pd.Series("invoice hold (dunning_hold_until)", index=invoices.index).where(
         by_hold & ~(by_pause & (pause > hold).fillna(True)), "client pause (dunning_paused_until)")
-    return pd.DataFrame({"invoice_id": invoices.loc[held, "id"].astype("string"),
-                         "client_id": invoices.loc[held, "client_id"].astype("string"),
+    return pd.DataFrame({"invoice_id": printable_ids(invoices.loc[held, "id"]),
+                         "client_id": printable_ids(invoices.loc[held, "client_id"]),
                          "held_until": until[held].dt.date, "by": by[held]}).reset_index(drop=True)
 
 

@@ -183,3 +183,8 @@ def printable_id(value: object) -> str:
         text = text.encode("utf-8", "backslashreplace").decode("utf-8")
     text = re.sub(_UNSAFE_ID, lambda m: repr(m.group())[1:-1], text)
     return text if len(text) <= MAX_ID_CHARS else text[:MAX_ID_CHARS] + "…"
+
+
+def printable_ids(ids: pd.Series) -> pd.Series:
+    """`printable_id` over a column (for the few rows a person is shown: quarantined, held)."""
+    return ids.astype(object).map(printable_id).astype("string")

@@ -201,3 +201,32 @@ def test_unreadable_holds_and_unknown_profiles_are_quarantined_with_the_reason()
     assert sorted(decision.quarantined["reason"]) == [
         "client dunning_profile 'vip' is not a known profile (DUEFLOW_PROFILES_FILE)",
         "dunning_hold_until is not a date: 'someday'"]
+
+
+def test_the_forecast_lists_the_holds_the_decision_reads():
+    from dueflow.tasks.core.forecast import held_invoices
+
+    night = date(2027, 3, 10)
+    invoices = pd.DataFrame({
+        "id": ["i-hold", "i-pause", "i-both", "i-dup", "i-paid", "i-over", "i\r\nX: y"],
+        "client_id": ["c1", "c2", "c2", "c3", "c1", "c1", "c1"],
+        "dunning_hold_until": ["2027-03-20", None, "2027-03-12", None, "2027-04-01", "2027-03-10",
+                               "2027-03-11"],
+        "paid_at": [None, None, None, None, "2027-03-01T10:00:00+00:00", None, None],
+    }, dtype=object)
+    clients = pd.DataFrame({"id": ["c1", "c2", "c3", "c3"],
+                            "dunning_paused_until": [None, "2027-03-15", "2027-05-01", None]}, dtype=object)
+    held = held_invoices(invoices, clients, night)
+    # The decision's reading: a hold ending tonight is over, a duplicated client's pause does
+    # not count (its invoices are quarantined), a paid invoice is not held; ids are shown on one line.
+    assert held.to_dict("records") == [
+        {"invoice_id": "i-hold", "client_id": "c1", "held_until": date(2027, 3, 20),
+         "by": "invoice hold (dunning_hold_until)"},
+        {"invoice_id": "i-pause", "client_id": "c2", "held_until": date(2027, 3, 15),
+         "by": "client pause (dunning_paused_until)"},
+        {"invoice_id": "i-both", "client_id": "c2", "held_until": date(2027, 3, 15),
+         "by": "client pause (dunning_paused_until)"},
+        {"invoice_id": held["invoice_id"].iloc[3], "client_id": "c1", "held_until": date(2027, 3, 11),
+         "by": "invoice hold (dunning_hold_until)"},
+    ]
+    assert "\n" not in held["invoice_id"].iloc[3] and "\r" not in held["invoice_id"].iloc[3]
