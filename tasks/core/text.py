@@ -34,9 +34,12 @@ def text_or_none(value: object) -> str | None:
 
 
 def present_texts(values: pd.Series) -> tuple[np.ndarray, list[str]]:
-    """Where values are present, and those values as text (str() of each, in C)."""
-    present = values.notna().to_numpy(dtype=bool)
-    return present, values[present].astype(object).astype(str).tolist()
+    """Where values are present, and those values as text (str() of each, in C). Over the
+    column's array rather than the Series: a Series' mask and astype cost 150 µs a call,
+    and the small frames of a steady night made some 200 such calls."""
+    array = values.array
+    present = ~np.asarray(array.isna(), dtype=bool)
+    return present, list(map(str, array.to_numpy(dtype=object)[present]))
 
 
 def rows_matching(values: pd.Series, pattern: re.Pattern[str]) -> np.ndarray:
