@@ -53,6 +53,8 @@ default_internal_group = {"dovecot" if as_root else group}
 default_login_user = {login}
 first_valid_uid = 1
 auth_mechanisms = plain
+# A refused login is answered at once (Dovecot waits 2 s by default, against guessing).
+auth_failure_delay = 0
 disable_plaintext_auth = yes
 service imap-login {{
   chroot =
@@ -148,14 +150,23 @@ class Dovecot:
             client.logout()
 
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(5)
-        shutil.rmtree(self.root, ignore_errors=True)
+        """SIGTERM; Dovecot takes about a second to end its children, which a thread waits
+        out (then removes the folder) while the next test runs: each Dovecot has a port and
+        a folder of its own."""
+        process, root = self.process, self.root
+        if process is not None and process.poll() is None:
+            process.terminate()
+        threading.Thread(target=_reap, args=(process, root), name="dovecot-reaper").start()
+
+
+def _reap(process: subprocess.Popen | None, root: Path) -> None:
+    if process is not None:
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(5)
+    shutil.rmtree(root, ignore_errors=True)
 
 
 @dataclass
