@@ -79,6 +79,29 @@ def require_pg() -> None:
 _skipped_pg_tests: list[str] = []
 
 
+@pytest.hookimpl(trylast=True)  # after the tmp_path plugin has set up its factory
+def pytest_configure(config) -> None:
+    # The controller starts migrating the session's Prefect database (migrated_prefect_db)
+    # while the workers import and collect, unless only the unit layer runs: the worker that
+    # first needs it then waits on its lock for what is left.
+    if hasattr(config, "workerinput") or all(str(a).startswith("tests/unit") for a in config.args):
+        return
+    import subprocess
+    import sys
+
+    shared = config._tmp_path_factory.getbasetemp()
+    config._dueflow_migrating = subprocess.Popen(
+        [sys.executable, "-c", f"from tests.helpers.prefect_db import build; build({str(shared)!r})"],
+        cwd=config.rootpath, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def pytest_unconfigure(config) -> None:
+    migrating = getattr(config, "_dueflow_migrating", None)
+    if migrating is not None and migrating.poll() is None:
+        migrating.kill()
+        migrating.wait()
+
+
 def pytest_runtest_logreport(report) -> None:
     if report.skipped and "pg" in report.keywords:
         _skipped_pg_tests.append(report.nodeid)
@@ -139,22 +162,43 @@ def db_url(request) -> str:
 
 
 @pytest.fixture(scope="session")
-def prefect_server() -> Iterator[str]:
+def migrated_prefect_db(tmp_path_factory) -> Path:
+    """A Prefect server database already migrated, made once for the session's workers
+    (tests/helpers/prefect_db.py): copy it into a server's home before starting it."""
+    from tests.helpers.prefect_db import build
+
+    base = tmp_path_factory.getbasetemp()
+    return build(base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base)
+
+
+@pytest.fixture(scope="session")
+def prefect_server(migrated_prefect_db) -> Iterator[str]:
     """One Prefect test server for the session; yields its API URL."""
+    from contextlib import ExitStack
+    from unittest import mock
+
+    import prefect.testing.utilities as harness
     from prefect.settings import (
         PREFECT_API_URL,
         PREFECT_FLOWS_HEARTBEAT_FREQUENCY,
         temporary_settings,
     )
-    from prefect.testing.utilities import prefect_test_harness
+
+    from tests.helpers.prefect_db import seed
+
+    def migrated_folder(*args, **kwargs) -> str:
+        # The harness keeps its server's database in a folder of its own, as prefect-test.db:
+        # that database starts as a copy of the migrated one.
+        folder = tempfile.mkdtemp(*args, **kwargs)
+        seed(Path(folder) / "prefect-test.db", migrated_prefect_db)
+        return folder
 
     # Heartbeats detect crashed runs in production; here their thread only adds up
     # to a second to the end of every flow run.
-    # A fresh server migrates its database first: on a loaded machine that took over 60 s.
-    with (
-        prefect_test_harness(server_startup_timeout=300),
-        temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}),
-    ):
+    with ExitStack() as stack:
+        with mock.patch.object(harness, "mkdtemp", migrated_folder):
+            stack.enter_context(harness.prefect_test_harness(server_startup_timeout=300))
+        stack.enter_context(temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}))
         yield str(PREFECT_API_URL.value())
 
 
@@ -224,7 +268,7 @@ def dueflow_cli(monkeypatch, capsys, prefect_server, tmp_path) -> Callable[..., 
 
 
 @pytest.fixture(scope="session")
-def prefect_server_process(tmp_path_factory) -> Iterator[tuple[str, dict[str, str]]]:
+def prefect_server_process(tmp_path_factory, migrated_prefect_db) -> Iterator[tuple[str, dict[str, str]]]:
     """One real `prefect server start` for every test that needs a server of its own
     process (deployments, workers, the UI's API); yields its API URL and an environment
     for the processes that talk to it. Tests tell their runs apart by deployment."""
@@ -234,9 +278,10 @@ def prefect_server_process(tmp_path_factory) -> Iterator[tuple[str, dict[str, st
     import httpx
 
     from tests.helpers.concurrency import wait_for
+    from tests.helpers.prefect_db import seed_home
     from tests.helpers.smtp_server import free_port
 
-    home = tmp_path_factory.mktemp("prefect-server")
+    home = seed_home(tmp_path_factory.mktemp("prefect-server"), migrated_prefect_db)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "DUEFLOW_"))}
     env |= {"PREFECT_HOME": str(home), "DUEFLOW_ALLOW_ANY_AS_OF": "on", "PREFECT_UI_ENABLED": "false",
             "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "PREFECT_LOGGING_LEVEL": "WARNING",

@@ -17,6 +17,7 @@ import httpx
 import pytest
 
 from tests.helpers.concurrency import wait_for
+from tests.helpers.prefect_db import seed_home
 from tests.helpers.runs import (
     AS_OF,
     ROOT,
@@ -27,9 +28,12 @@ from tests.helpers.runs import (
 from tests.helpers.smtp_server import free_port
 
 
-def base_env(tmp_path: Path) -> dict[str, str]:
+def base_env(tmp_path: Path, migrated_prefect_db: Path) -> dict[str, str]:
+    """A process's environment: no Prefect or dueflow settings of the session's, a Prefect
+    home of its own whose database is already migrated (tests/helpers/prefect_db.py)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "DUEFLOW_"))}
-    return env | {"PYTHONPATH": str(ROOT), "PREFECT_HOME": str(tmp_path / "prefect-home"),
+    home = seed_home(tmp_path / "prefect-home", migrated_prefect_db)
+    return env | {"PYTHONPATH": str(ROOT), "PREFECT_HOME": str(home),
                   "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "DUEFLOW_ALLOW_ANY_AS_OF": "on",
                   "PREFECT_SERVER_SERVICES_TASK_RUN_RECORDER_ENABLED": "false"}
 
@@ -73,11 +77,11 @@ def flow_run_state(api: str, run_id: str) -> str:
 # test_processes interrupts a PostgreSQL night).
 @pytest.mark.parametrize("db_url", [pytest.param("postgresql", marks=pytest.mark.pg)], indirect=True)
 def test_6_the_prefect_api_lost_mid_run_ends_the_night_cleanly_and_the_run_is_found_stale(
-        db_url, smtp_sink, tmp_path):
+        db_url, smtp_sink, migrated_prefect_db, tmp_path):
     expected = due_contracts(db_url, 60)
     port = free_port()
     api = f"http://127.0.0.1:{port}/api"
-    env = base_env(tmp_path) | {"DUEFLOW_DATABASE_URL": db_url, "PREFECT_API_URL": api,
+    env = base_env(tmp_path, migrated_prefect_db) | {"DUEFLOW_DATABASE_URL": db_url, "PREFECT_API_URL": api,
                                 "DUEFLOW_MAIL_URL": f"smtp://127.0.0.1:{smtp_sink.port}"}
     smtp_sink.delay = 0.1
     with prefect_server(env, port) as server:
@@ -119,9 +123,9 @@ def test_6_the_prefect_api_lost_mid_run_ends_the_night_cleanly_and_the_run_is_fo
 
 @pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
 def test_7_ctrl_c_to_the_process_group_on_the_temporary_server_exits_promptly_and_quietly(
-        db_url, smtp_sink, cli_env, tmp_path):
+        db_url, smtp_sink, cli_env, migrated_prefect_db, tmp_path):
     expected = due_contracts(db_url, 60)
-    env = base_env(tmp_path) | {"DUEFLOW_DATABASE_URL": db_url,
+    env = base_env(tmp_path, migrated_prefect_db) | {"DUEFLOW_DATABASE_URL": db_url,
                                 "DUEFLOW_MAIL_URL": f"smtp://127.0.0.1:{smtp_sink.port}"}
     smtp_sink.delay = 0.1
     run = dueflow(["run", "--as-of", AS_OF.isoformat()], env, tmp_path)  # no PREFECT_API_URL

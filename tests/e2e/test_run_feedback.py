@@ -8,11 +8,9 @@ from __future__ import annotations
 import os
 import pty
 import re
-import sqlite3
 import subprocess
 import sys
 import threading
-from contextlib import closing
 from datetime import date, timedelta
 from pathlib import Path
 
@@ -22,6 +20,7 @@ import pytest
 from dueflow.tasks.adapters import db
 from dueflow.tasks.progress import DeliveryProgress
 from tests.helpers.factories import contract, insert
+from tests.helpers.prefect_db import seed_home
 
 ROOT = Path(__file__).resolve().parents[2]
 AS_OF = date(2027, 1, 1)
@@ -118,7 +117,7 @@ def test_few_emails_show_no_progress_line():
 
 @pytest.mark.xdist_group("prefect-server")
 def test_a_run_against_a_prefect_server_prints_its_page_in_the_ui(prefect_server_process, sqlite_url,
-                                                                   tmp_path):
+                                                                   migrated_prefect_db, tmp_path):
     api, server_env = prefect_server_process
     db.init_db(db.engine_for(sqlite_url), sample_tables=True)
     seed(sqlite_url, 2)
@@ -135,14 +134,9 @@ def test_a_run_against_a_prefect_server_prints_its_page_in_the_ui(prefect_server
     assert result.stdout.count("Flow run in the Prefect UI:") == 1
 
     # Without PREFECT_API_URL the run uses a temporary server: no page to show. Its home
-    # gets a copy of the running server's database, already migrated: a first start in an
-    # empty home spends ten seconds or more creating the schema, which is not under test.
+    # holds an already migrated database (tests/helpers/prefect_db.py).
     local = {k: v for k, v in env.items() if k != "PREFECT_API_URL"}
-    local["PREFECT_HOME"] = str(tmp_path / "home")
-    (tmp_path / "home").mkdir()
-    with closing(sqlite3.connect(Path(server_env["PREFECT_HOME"]) / "prefect.db")) as source, \
-            closing(sqlite3.connect(tmp_path / "home" / "prefect.db")) as copy:
-        source.backup(copy)
+    local["PREFECT_HOME"] = str(seed_home(tmp_path / "home", migrated_prefect_db))
     quiet = subprocess.run(dueflow("run", "--as-of", AS_OF.isoformat(), "--dry-run"), cwd=tmp_path,
                            env=local, text=True, capture_output=True, timeout=300)
     assert quiet.returncode == 0, quiet.stderr
