@@ -709,8 +709,29 @@ def has_ledger(engine: Engine) -> bool:
     return "dueflow_ledger" in inspect(engine).get_table_names()
 
 
+def _ledger_is_current(engine: Engine) -> bool:
+    """Whether the ledger's version table says HEAD: one SELECT, no Alembic. Anything else
+    (no table, another revision) is for ledger_version to read and word."""
+    from dueflow.sql.migrations import HEAD, VERSION_TABLE
+
+    try:
+        with engine.connect() as conn:
+            table = conn.dialect.identifier_preparer.quote(VERSION_TABLE)
+            if dialect(engine) == "postgresql":  # where Alembic keeps it: the ledger schema
+                schema = conn.exec_driver_sql("SELECT current_schema()").scalar()
+                if schema is None:
+                    return False
+                table = f"{conn.dialect.identifier_preparer.quote_schema(schema)}.{table}"
+            versions = conn.exec_driver_sql(f"SELECT version_num FROM {table}").scalars().all()
+    except DBAPIError:
+        return False
+    return versions == [HEAD]
+
+
 def ledger_problems(engine: Engine) -> list[str]:
     """What is wrong with dueflow's own tables for a run of this dueflow (empty: nothing)."""
+    if _ledger_is_current(engine):
+        return []
     version = ledger_version(engine)
     if version.current == version.head:
         return []
