@@ -28,8 +28,6 @@ from dataclasses import dataclass
 from enum import StrEnum
 from functools import cache
 
-from confusable_homoglyphs import confusables
-
 from dueflow.tasks.core.tone_words import (
     CATEGORIES,
     PAYING,
@@ -115,6 +113,10 @@ def _shown(char: str) -> str:
 @cache
 def _latin(char: str) -> str:
     """The allowed text a look-alike character imitates, or the character itself."""
+    # Imported here: its table takes 110 ms to load, which a night without drafted
+    # reminders (no LLM) never needs.
+    from confusable_homoglyphs import confusables
+
     found = confusables.is_confusable(char, greedy=True, preferred_aliases=[])
     for entry in found or ():
         for glyph in entry["homoglyphs"]:
