@@ -76,24 +76,27 @@ _XN = re.compile("xn--", re.IGNORECASE | re.MULTILINE)
 
 def address_problems(values: pd.Series) -> pd.Series:
     """`address_problem` of each value, vectorised: NA where the value is an address. Each
-    rule is one regular expression over the whole column (no Python call per value); the
-    IDNA rule only over the few values that hold an xn-- label."""
+    rule is one regular expression over the whole column, joined once (no Python call per
+    value); the IDNA rule only over the few values that hold an xn-- label."""
     import numpy as np
 
     from dueflow.tasks.core.frames import pd as pandas
-    from dueflow.tasks.core.text import search_rows
+    from dueflow.tasks.core.text import lines, search_rows
 
     text = values.astype("string")
-    problems = pandas.Series(pandas.NA, index=values.index, dtype="string")
-    problems[text.isna().to_numpy()] = _FORM[1]
+    column = lines(text)
+    problems = np.full(len(text), None, dtype=object)
+    problems[~column.present] = _FORM[1]
+    undecided = column.present.copy()
     for pattern, reason in _COLUMN_RULES:
-        found = search_rows(text, pattern) & problems.isna().to_numpy()
+        found = search_rows(column, pattern) & undecided
         problems[found] = reason
-    idn = np.flatnonzero(problems.isna().to_numpy() & search_rows(text, _XN))
+        undecided &= ~found
+    idn = np.flatnonzero(undecided & search_rows(column, _XN))
     if len(idn):
         bad = np.asarray([not _idna_ok(str(v).rpartition("@")[2]) for v in text.iloc[idn]], dtype=bool)
-        problems.iloc[idn[bad]] = _IDNA
-    return problems
+        problems[idn[bad]] = _IDNA
+    return pandas.Series(problems, index=values.index, dtype="string")
 
 
 def valid_email(values: pd.Series) -> pd.Series:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -44,17 +45,24 @@ def present_texts(values: pd.Series) -> tuple[np.ndarray, list[str]]:
 
 def rows_matching(values: pd.Series, pattern: re.Pattern[str]) -> np.ndarray:
     """Whether each value (as text; a missing one never) holds a match of `pattern`, a
-    one-character class: one search over the values joined by a space, then only the
-    matches, if any, are placed in their rows."""
+    one-character class."""
     present, texts = present_texts(values)
     hits = np.zeros(len(values), dtype=bool)
+    hits[present] = _matching(texts, pattern)
+    return hits
+
+
+def _matching(texts: list[str], pattern: re.Pattern[str]) -> np.ndarray:
+    """`rows_matching` over texts: one search over them joined by a space, then only the
+    matches, if any, are placed in their rows."""
+    hits = np.zeros(len(texts), dtype=bool)
     joined = " ".join(texts)
     if not pattern.search(joined):
         return hits  # the usual case
     lengths = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts))
     starts = np.cumsum(lengths + 1) - (lengths + 1)
     found = np.fromiter((m.start() for m in pattern.finditer(joined)), dtype=np.int64)
-    hits[np.flatnonzero(present)[np.searchsorted(starts, found, side="right") - 1]] = True
+    hits[np.searchsorted(starts, found, side="right") - 1] = True
     return hits
 
 
@@ -94,46 +102,49 @@ _MARK = "\x01"
 _LINE_BREAKS = re.compile(r"[\n\r\x00\x01]")
 
 
-def _substituted(values: pd.Series, pattern: re.Pattern[str]
-                 ) -> tuple[np.ndarray, list, np.ndarray, list[str]]:
-    """The values present, their texts, which of them hold a line break (NUL, \\x01), and
-    what one substitution of `pattern` by the mark made of each, over the values joined by
-    line breaks (a broken value stands as '')."""
+@dataclass(frozen=True)
+class Lines:
+    """A column made ready for `search_rows` by several patterns: its values present, as
+    text, joined by line breaks once (a value holding a line break, NUL or \\x01 stands
+    there as '' and is searched alone)."""
+
+    present: np.ndarray  # per row
+    texts: list[str]  # the present values
+    broken: np.ndarray  # per present value
+    kept: list[str]  # the present values, '' where broken
+    joined: str  # kept, joined by "\n"
+
+
+def lines(values: pd.Series) -> Lines:
     present, texts = present_texts(values)
-    if not texts:
-        return present, texts, np.zeros(0, dtype=bool), []
-    broken = rows_matching(values, _LINE_BREAKS)[present]
-    kept = np.asarray(texts, dtype=object)
-    kept[broken] = ""
-    pieces = pattern.sub(_MARK, "\n".join(kept.tolist())).split("\n")
-    if len(pieces) != len(kept):  # a match ate a line break ([^@] does): value by value
-        pieces = [pattern.sub(_MARK, text) for text in kept.tolist()]
-    return present, texts, broken, pieces
+    broken = _matching(texts, _LINE_BREAKS)
+    kept = texts
+    if broken.any():
+        held = np.asarray(texts, dtype=object)
+        held[broken] = ""
+        kept = held.tolist()
+    return Lines(present, texts, broken, kept, "\n".join(kept))
 
 
-def fullmatch_rows(values: pd.Series, pattern: re.Pattern[str]) -> np.ndarray:
-    """Whether each value matches `pattern` whole — one compiled with re.MULTILINE as
-    ^(?:…)$ that cannot cross a line — by one substitution over the values joined by
-    line breaks (values holding a line break, NUL or \\x01 never match)."""
-    hits = np.zeros(len(values), dtype=bool)
-    present, texts, broken, pieces = _substituted(values, pattern)
-    if texts:
-        hits[present] = (np.asarray(pieces, dtype=object) == _MARK) & ~broken
-    return hits
-
-
-def search_rows(values: pd.Series, pattern: re.Pattern[str]) -> np.ndarray:
+def search_rows(values: pd.Series | Lines, pattern: re.Pattern[str]) -> np.ndarray:
     """Whether each value holds a match of `pattern` (re.MULTILINE, not crossing a line;
     `$` is a value's end), by one substitution over the values joined by line breaks."""
-    hits = np.zeros(len(values), dtype=bool)
-    present, texts, broken, pieces = _substituted(values, pattern)
-    if not texts:
+    column = values if isinstance(values, Lines) else lines(values)
+    hits = np.zeros(len(column.present), dtype=bool)
+    if not column.texts:
         return hits
-    found = np.strings.find(np.asarray(pieces, dtype=str), _MARK) >= 0
-    if broken.any():  # the few values with a line break, one by one
-        found[broken] = [pattern.search(t.replace("\n", " ")) is not None
-                         for t in np.asarray(texts, dtype=object)[broken]]
-    hits[present] = found
+    marked = pattern.sub(_MARK, column.joined)
+    if _MARK not in marked:
+        found = np.zeros(len(column.kept), dtype=bool)
+    else:
+        pieces = marked.split("\n")
+        if len(pieces) != len(column.kept):  # a match ate a line break ([^@] does): value by value
+            pieces = [pattern.sub(_MARK, text) for text in column.kept]
+        found = np.strings.find(np.asarray(pieces, dtype=str), _MARK) >= 0
+    if column.broken.any():  # the few values with a line break, one by one
+        found[column.broken] = [pattern.search(t.replace("\n", " ")) is not None
+                                for t in np.asarray(column.texts, dtype=object)[column.broken]]
+    hits[column.present] = found
     return hits
 
 
