@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+import numpy as np
+
 from dueflow.tasks.core.frames import pd
 from dueflow.tasks.core.keys import printable_id
 from dueflow.tasks.core.text import lowered
@@ -43,11 +45,12 @@ def first_reason(checks: Sequence[tuple[pd.Series, Reason]], index: pd.Index) ->
     reason is a text, or a function of the failing rows' index that words it for them:
     values are quoted only for the rows that need it."""
     reasons = pd.Series(pd.NA, index=index, dtype="string")
-    undecided = pd.Series(True, index=index)
+    undecided = np.ones(len(index), dtype=bool)  # numpy: a check costs microseconds, not 0.1 ms
     for failed, reason in checks:
-        hit = failed.fillna(False).astype(bool) & undecided
+        aligned = failed if failed.index.equals(index) else failed.reindex(index)
+        hit = aligned.to_numpy(dtype=bool, na_value=False) & undecided
         if hit.any():
-            rows = hit[hit].index
+            rows = index[hit]
             reasons[rows] = reason if isinstance(reason, str) else reason(rows)
             undecided &= ~hit
     return reasons
