@@ -81,8 +81,9 @@ def strings(values: pd.Series, missing: str = "") -> tuple[np.ndarray, np.ndarra
 
 
 def _series(array: np.ndarray, present: np.ndarray, index: pd.Index) -> pd.Series:
-    out = pd.Series(array.astype(object), index=index, dtype="string")
-    return out.where(present)
+    values = array.astype(object)
+    values[~present] = None  # missing stays missing (NA)
+    return pd.Series(values, index=index, dtype="string")
 
 
 def stripped(values: pd.Series) -> pd.Series:
