@@ -41,7 +41,8 @@ def test_two_runs_triggered_at_once_never_execute_together(prefect_server_proces
     insert(url, "contracts", [contract(f"c{i}", AS_OF + timedelta(days=30)) for i in range(3)])
     smtp_sink.gate.clear()  # the first run holds its first DATA until we open the gate
     env = env | {"DUEFLOW_DATABASE_URL": url, "DUEFLOW_MAIL_URL": f"smtp://127.0.0.1:{smtp_sink.port}",
-            "PYTHONPATH": str(ROOT), "DUEFLOW_RUN_LOCK": "off"}  # only the first fence here
+            "PYTHONPATH": str(ROOT), "DUEFLOW_RUN_LOCK": "off",  # only the first fence here
+            "PREFECT_RUNNER_POLL_FREQUENCY": "1"}  # the runner looks for triggered runs each second, not 10
     runner = subprocess.Popen([sys.executable, "-m", "dueflow.deployments.serve"], env=env, cwd=tmp_path,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
