@@ -7,6 +7,7 @@ and a run say when the ledger is behind, and a second upgrade changes nothing.""
 from __future__ import annotations
 
 import re
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import date, timedelta
@@ -193,3 +194,48 @@ def test_a_run_and_check_say_when_the_ledger_is_behind(tmp_path, dueflow_cli):
     assert "Ledger upgraded" in upgrade.stdout and "every row kept" in upgrade.stdout
     assert "Ready" in upgrade.stdout
     assert db.ledger_problems(db.engine_for(url)) == []
+
+
+@contextmanager
+def odd_ledger_schema() -> Iterator[tuple[str, str]]:
+    """The session's PostgreSQL with a ledger schema named as a user may name one: mixed
+    case, a space, a double quote."""
+    from sqlalchemy import create_engine
+
+    from tests.conftest import PG_URL, require_pg
+
+    require_pg()
+    schema = f'Ledger "{uuid.uuid4().hex[:6]}" x'
+    admin = create_engine(PG_URL, isolation_level="AUTOCOMMIT")
+    quoted = admin.dialect.identifier_preparer.quote_schema(schema)
+    with admin.connect() as conn:
+        conn.execute(text(f"CREATE SCHEMA {quoted}"))
+    try:
+        yield PG_URL, schema
+    finally:
+        db.engine_for(PG_URL, ledger_schema=schema).dispose()
+        with admin.connect() as conn:
+            conn.execute(text(f"DROP SCHEMA {quoted} CASCADE"))
+        admin.dispose()
+
+
+@pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgresql", marks=pytest.mark.pg)])
+def test_the_one_select_reading_of_the_version_agrees_with_alembic(backend, tmp_path):
+    """A night reads the ledger's version with one SELECT (db._ledger_is_current) and loads
+    Alembic only when it is not HEAD: the shortcut says current exactly when Alembic does,
+    in a ledger schema of any name, and a ledger behind or ahead still gets its words."""
+    with (odd_ledger_schema() if backend == "postgresql" else
+          contextmanager(lambda: iter([(f"sqlite:///{tmp_path / 'v.db'}", None)]))()) as (url, schema):
+        engine = db.engine_for(url, ledger_schema=schema)
+        assert not db._ledger_is_current(engine)  # no ledger yet
+        assert db.ledger_problems(engine) == [
+            "dueflow's tables (the ledger) are not in this database: run `dueflow init-db`"]
+        db.init_db(engine)
+        assert db._ledger_is_current(engine) and not db.ledger_version(engine).behind
+        assert db.ledger_problems(engine) == []
+        for revision, words in (("0003", "this dueflow needs 0004"), ("0099", "newer than this dueflow")):
+            with engine.begin() as conn:
+                conn.execute(text("UPDATE dueflow_schema_version SET version_num = :v"), {"v": revision})
+            assert not db._ledger_is_current(engine)
+            (problem,) = db.ledger_problems(engine)
+            assert f"the ledger is at version {revision}" in problem and words in problem

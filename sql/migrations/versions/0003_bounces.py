@@ -68,7 +68,10 @@ def _postgresql_check(bind) -> None:
     # The status CHECK of the ledger in dueflow's own schema, whatever it was named.
     names = bind.exec_driver_sql(
         "SELECT c.conname FROM pg_constraint c JOIN pg_class t ON t.oid = c.conrelid"
-        " WHERE t.relname = 'dueflow_ledger' AND t.relnamespace = current_schema()::regnamespace"
+        # By name, not current_schema()::regnamespace: that parses the name as SQL, and a
+        # schema named with capitals, a space or a quote is then not found.
+        " WHERE t.relname = 'dueflow_ledger'"
+        " AND t.relnamespace = (SELECT oid FROM pg_namespace WHERE nspname = current_schema())"
         " AND c.contype = 'c' AND position('status' in pg_get_constraintdef(c.oid)) > 0").scalars().all()
     for name in names:
         quoted = bind.dialect.identifier_preparer.quote_identifier(name)
