@@ -152,10 +152,9 @@ def id_problems(ids: pd.Series, what: str = "id") -> pd.Series:
     present, texts = present_texts(ids)
     lengths = np.zeros(len(ids), dtype=np.int64)
     blank = ~present
-    if texts:
-        shown = np.asarray(texts, dtype=str)
-        lengths[present] = np.strings.str_len(shown)
-        blank[present] = np.strings.str_len(np.strings.strip(shown)) == 0
+    if texts:  # not through numpy's fixed-width text, which drops trailing NULs ("\x00" is no blank)
+        lengths[present] = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts))
+        blank[present] = np.fromiter(map(len, map(str.strip, texts)), dtype=np.int64, count=len(texts)) == 0
     reasons = pd.Series(pd.NA, index=ids.index, dtype="string")
     undecided = np.ones(len(ids), dtype=bool)
     for failed, reason in ((blank, f"{what} missing"),
