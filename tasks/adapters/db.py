@@ -10,6 +10,7 @@ import contextlib
 import io
 import json
 import re
+import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -40,8 +41,14 @@ def engine_for(url: str, lock_timeout: float = DB_LOCK_TIMEOUT, ledger_schema: s
     `lock_timeout` seconds for a file another process is writing to. With `ledger_schema`
     (DUEFLOW_LEDGER_SCHEMA, PostgreSQL), dueflow's own tables are found there first."""
     # One cache key however the caller spells the arguments: `engine_for(url)` and
-    # `engine_for(url, 30)` must share one pool, or each holds its own connections.
-    return _engine(url, float(lock_timeout), ledger_schema or None)
+    # `engine_for(url, 30)` must share one pool, or each holds its own connections. Under a
+    # lock: the delivery threads of a fresh Dask worker asked at once, made two pools, and
+    # raced SQLAlchemy's first import of the dialect (AttributeError: no attribute 'postgresql').
+    with _ENGINES:
+        return _engine(url, float(lock_timeout), ledger_schema or None)
+
+
+_ENGINES = threading.Lock()
 
 
 @cache

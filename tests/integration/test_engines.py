@@ -1,0 +1,38 @@
+"""One engine per URL and process, however many threads ask for it first at once: the
+delivery threads of a fresh Dask worker do (tests/e2e/test_scale_out.py)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from tests.helpers.runs import ROOT
+
+# A process of its own: SQLAlchemy has not imported the PostgreSQL dialect yet when 16
+# threads, released together, ask for the engine.
+COLD_START = """
+import sys, threading
+from dueflow.tasks.adapters import db
+start, engines, errors = threading.Barrier(16), [], []
+def ask():
+    start.wait()
+    try:
+        engines.append(db.engine_for(sys.argv[1]))
+    except Exception as exc:
+        errors.append(repr(exc))
+threads = [threading.Thread(target=ask) for _ in range(16)]
+for t in threads: t.start()
+for t in threads: t.join()
+print(len({id(e) for e in engines}), len(engines), errors)
+"""
+
+
+@pytest.mark.pg
+def test_threads_asking_at_once_share_one_engine(pg_url):
+    for _ in range(3):
+        done = subprocess.run([sys.executable, "-c", COLD_START, pg_url], cwd=ROOT, capture_output=True,
+                              text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.strip() == "1 16 []", done.stdout  # one engine, no error
