@@ -5,5 +5,6 @@
   record, with each ratio, the growth with the tables and peak memory;
 - `python -m bench.reserve_check` — the reservation against its floor, for information;
 - `python -m bench.ledger_export` — memory and time of `dueflow ledger` exports;
-- `python -m bench.llm_guard` — the tone guard as a classifier on the corpora in bench/corpora/.
+- `python -m bench.tone_plans` — reminders' paragraphs end to end: a valid model's plan, the rule
+  without one, and a lying model's red team (bench/corpora/), none of whose words reach an email.
 """

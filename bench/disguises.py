@@ -1,7 +1,7 @@
 """Ways a hostile paragraph hides what it says from a guard, and still shows it to a reader.
 
-Used to build the red-team corpus (bench/corpora) and by the property test that applies
-any of them to any red-team paragraph. Each takes a text and returns the disguised text;
+Used to build the red-team corpus (bench/corpora), which a lying model then serves in every
+shape a tone-plan answer can take. Each takes a text and returns the disguised text;
 none changes what a reader of the rendered email understands.
 """
 

@@ -8,7 +8,8 @@ Register them once per Prefect server:
 Name a block in the environment and it overrides the matching variables:
 DUEFLOW_DATABASE_BLOCK (DueflowDatabase), DUEFLOW_MAIL_BLOCK (prefect-email's
 EmailServerCredentials), DUEFLOW_LLM_BLOCK (DueflowLLM), DUEFLOW_EMAIL_BLOCK (DueflowEmail),
-DUEFLOW_SOURCES_BLOCK (DueflowSources), DUEFLOW_BOUNCE_BLOCK (DueflowBounceMailbox).
+DUEFLOW_SOURCES_BLOCK (DueflowSources), DUEFLOW_BOUNCE_BLOCK (DueflowBounceMailbox),
+DUEFLOW_PROFILES_BLOCK (DueflowProfiles), DUEFLOW_PHRASEBOOK_BLOCK (DueflowPhrasebook).
 """
 
 from __future__ import annotations
@@ -59,6 +60,10 @@ class DueflowEmail(Block):
                                       description="This company's dunning profiles (TOML file)")
     profiles_block: str | None = Field(default=None,
                                        description="Or the name of a DueflowProfiles block holding them")
+    phrasebook_file: str | None = Field(default=None,
+                                        description="This company's reviewed reminder sentences (TOML file)")
+    phrasebook_block: str | None = Field(default=None,
+                                         description="Or the name of a DueflowPhrasebook block holding them")
 
 
 class DueflowSources(Block):
@@ -76,6 +81,15 @@ class DueflowProfiles(Block):
 
     _block_type_name = "Dueflow Profiles"
     profiles: str = Field(description="The profiles, in TOML: [profiles.key-account] delays = [14, 14, 30] …")
+
+
+class DueflowPhrasebook(Block):
+    """A company's own reviewed sentences for its reminders' paragraph, over dueflow's or in
+    their place: the text of a DUEFLOW_PHRASEBOOK_FILE, in TOML (docs/llm.md, "Your own
+    phrasebook"). `dueflow check --phrasebook` lists every sentence for review."""
+
+    _block_type_name = "Dueflow Phrasebook"
+    phrasebook: str = Field(description="The sentences, in TOML: mode = \"extend\" [[sentence]] id = \"…\" …")
 
 
 class DueflowBounceMailbox(Block):

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from dueflow.tasks.core.calendar import BusinessCalendar
     from dueflow.tasks.core.invoice_pdf import PdfTemplate
     from dueflow.tasks.core.message import Sender
+    from dueflow.tasks.core.phrasebook import Phrasebook
     from dueflow.tasks.core.profiles import Profiles
     from dueflow.tasks.core.render import EmailLook
     from dueflow.tasks.core.sources import SourceMapping
@@ -171,6 +172,10 @@ class Settings:
     profiles_file: str | None = None  # DUEFLOW_PROFILES_FILE: named dunning profiles (TOML)
     profiles_block: str | None = None  # DUEFLOW_PROFILES_BLOCK: a DueflowProfiles block holding them
     profiles_text: str | None = field(default=None, repr=False)  # the block's profiles, once loaded
+    # The reminders' reviewed sentences (docs/llm.md, "Your own phrasebook"): a company's own, over dueflow's.
+    phrasebook_file: str | None = None  # DUEFLOW_PHRASEBOOK_FILE (TOML)
+    phrasebook_block: str | None = None  # DUEFLOW_PHRASEBOOK_BLOCK: a DueflowPhrasebook block holding it
+    phrasebook_text: str | None = field(default=None, repr=False)  # the block's phrasebook, once loaded
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -217,6 +222,8 @@ class Settings:
             dunning_minimum=(env.get("DUEFLOW_DUNNING_MINIMUM") or "").strip() or None,
             profiles_file=(env.get("DUEFLOW_PROFILES_FILE") or "").strip() or None,
             profiles_block=(env.get("DUEFLOW_PROFILES_BLOCK") or "").strip() or None,
+            phrasebook_file=(env.get("DUEFLOW_PHRASEBOOK_FILE") or "").strip() or None,
+            phrasebook_block=(env.get("DUEFLOW_PHRASEBOOK_BLOCK") or "").strip() or None,
         )
         from dueflow.blocks.urls import read_url
 
@@ -232,6 +239,7 @@ class Settings:
         settings.calendar()
         settings.minimums()
         settings.profiles()
+        settings.phrasebook()
         return settings
 
     def calendar(self) -> BusinessCalendar | None:
@@ -281,6 +289,22 @@ class Settings:
         try:
             return parse_profiles(text, origin, default)
         except ProfileError as exc:
+            raise ConfigError(str(exc)) from None
+
+    def phrasebook(self) -> Phrasebook:
+        """The reviewed sentences reminders are made of: dueflow's, extended or replaced by
+        DUEFLOW_PHRASEBOOK_FILE or a DueflowPhrasebook block's text once `with_blocks` has
+        loaded it, checked: one ConfigError line naming the file, sentence and fix."""
+        from dueflow.tasks.core.phrasebook import PhrasebookError, load_phrasebook
+
+        text, origin = None, ""
+        if self.phrasebook_text is not None or self.phrasebook_file:
+            text, origin = _setting_text(self.phrasebook_text,
+                                         f"DueflowPhrasebook block {self.phrasebook_block!r}",
+                                         "DUEFLOW_PHRASEBOOK_FILE", self.phrasebook_file)
+        try:
+            return load_phrasebook(text, origin)
+        except PhrasebookError as exc:
             raise ConfigError(str(exc)) from None
 
     def bounce_mailbox(self) -> Any:
@@ -349,6 +373,8 @@ class Settings:
                                             if (value := getattr(block, name, None)) not in (None, "")})
             if getattr(block, "profiles_file", None) and not getattr(block, "profiles_block", None):
                 settings = replace(settings, profiles_block=None, profiles_text=None)  # this company's file
+            if getattr(block, "phrasebook_file", None) and not getattr(block, "phrasebook_block", None):
+                settings = replace(settings, phrasebook_block=None, phrasebook_text=None)
             settings.sender()
             settings.escalation_address()
             settings.email_look()
@@ -359,6 +385,12 @@ class Settings:
             block = load_block(DueflowProfiles, settings.profiles_block)
             settings = replace(settings, profiles_text=block.profiles)
         settings.profiles()
+        if settings.phrasebook_block and settings.phrasebook_text is None:
+            from dueflow.blocks.prefect_blocks import DueflowPhrasebook
+
+            block = load_block(DueflowPhrasebook, settings.phrasebook_block)
+            settings = replace(settings, phrasebook_text=block.phrasebook)
+        settings.phrasebook()
         return settings
 
     def mail_config(self) -> MailConfig:
@@ -468,7 +500,8 @@ class Settings:
 # the block they name (the flow's `email_block` parameter).
 EMAIL_FIELDS = ("mail_from", "mail_from_name", "reply_to", "company_name", "signature",
                 "payment_instructions", "payment_link", "contract_contact", "templates_dir",
-                "escalation_to", "bcc", "invoice_pdf", "profiles_file", "profiles_block")
+                "escalation_to", "bcc", "invoice_pdf", "profiles_file", "profiles_block", "phrasebook_file",
+                "phrasebook_block")
 
 
 def _multiline(value: str | None) -> str:

@@ -187,8 +187,7 @@ def _run_flow(settings: Settings, as_of: date | None, dry_run: bool, **params: A
 
 def _print_summary(summary: RunSummary, temporary: bool, interrupted: Callable[[], bool]) -> int:
     """The night's summary on the terminal; the command's exit code."""
-    from dueflow.tasks.core.llm_guard import OFF_NOTE
-    from dueflow.tasks.core.report import left_out, text_table
+    from dueflow.tasks.core.report import left_out, paragraph_lines, text_table
     from dueflow.tasks.core.statuses import RowStatus
 
     if not temporary and (url := run_url(summary.flow_run_id)):  # the temporary server is gone
@@ -203,12 +202,8 @@ def _print_summary(summary: RunSummary, temporary: bool, interrupted: Callable[[
     print(summary.headline())
     for line in left_out(summary):
         print(line)
-    usage = summary.llm_usage()
-    llm_was_on = not summary.drafts.empty and (summary.drafts["note"] != OFF_NOTE).any()
-    if llm_was_on:
-        print(f"Reminder paragraphs: {usage['llm']} drafted by the LLM, {usage['template']} from"
-              f" templates; tokens {usage['prompt_tokens']} prompt + {usage['completion_tokens']}"
-              " completion.")
+    for line in paragraph_lines(summary):
+        print(line)
     for line in attention_lines(summary):
         print(line)
     for warning in summary.warnings:
@@ -308,7 +303,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     from dueflow.tasks.check import run_checks
 
     results = run_checks(on_result=lambda check: print(check.line(), flush=True), sources=args.sources,
-                         on_lines=lambda line: print(line, flush=True))
+                         on_lines=lambda line: print(line, flush=True), phrasebook=args.phrasebook)
     problems = sum(not check.ok for check in results)
     warnings = sum(check.ok and check.warning for check in results)
     noted = f", {warnings} warning(s)" if warnings else ""
@@ -574,6 +569,8 @@ def parser() -> argparse.ArgumentParser:
     check.add_argument("--sources", action="store_true",
                        help="also show how each source is read (relation, columns, types), read a sample"
                             " through the real extract, and the indexes that would help")
+    check.add_argument("--phrasebook", action="store_true",
+                       help="also list every sentence a reminder's paragraph may say, for review")
     init = sub.add_parser("init-db", help="create or upgrade dueflow's own tables (the ledger), in place")
     init.add_argument("--with-sample-tables", action="store_true",
                       help="also create sample contracts, clients and invoices tables where missing")
@@ -641,7 +638,12 @@ _COMMAND: list[bool] = []  # set when `dueflow` runs as a command, not called fr
 
 def main(argv: list[str] | None = None) -> int:
     _COMMAND[:] = [True] if argv is None else []
-    code = _main(argv)
+    try:
+        code = _main(argv)
+    except BrokenPipeError:  # `dueflow check --phrasebook | head`: the reader has what it wanted
+        if argv is None:  # and Python's own flush of stdout at exit must not complain either
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        code = 141  # as a shell reports a command that SIGPIPE ended
     if argv is None:  # the command itself, not a call from Python
         from dueflow.flows.prefect_api import leave
 

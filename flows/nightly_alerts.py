@@ -28,8 +28,8 @@ if TYPE_CHECKING:
 
     from dueflow.tasks.core.frames import pd
     from dueflow.tasks.core.parameters import RunParameters
-    from dueflow.tasks.core.render import Draft
     from dueflow.tasks.core.report import RunSummary
+    from dueflow.tasks.core.tone import Draft
     from dueflow.tasks.jobs import NightJob, RunContext
 
 __all__ = ["DELIVERY_WORKERS", "nightly_alerts"]

@@ -6,7 +6,7 @@
 -- `limit` is always given (a very large number for "all"): SQLite refuses LIMIT NULL and
 -- PostgreSQL a negative LIMIT, and both treat a large one as no limit at all.
 SELECT key, job, subject_id, cycle, step, step_rank, as_of, status, attempts, permanent,
-       recipient, subject, draft_source, message_id, smtp_response, error, retry_after, flow_run_id,
+       recipient, subject, draft_source, draft_note, tone_plan, message_id, smtp_response, error, retry_after, flow_run_id,
        created_at, updated_at, sending_at, sent_at, attempt_as_of,
        cc_recipient, bcc_recipient, attachment_name, attachment_sha256, attachment_size,
        attachment_note, pruned_at

@@ -3,7 +3,7 @@
 -- it: retried only if the address it would go to now differs — the caller compares).
 -- Only rows still meant to go out; never `pending` ones (G3).
 SELECT x.key, x.job, x.subject_id, x.cycle, x.step, x.step_rank, x.as_of, x.recipient,
-       x.permanent, x.paragraph, x.draft_source, x.draft_note, x.attachment_sha256
+       x.permanent, x.paragraph, x.draft_source, x.draft_note, x.tone_plan, x.attachment_sha256
 FROM dueflow_ledger AS x
 WHERE x.status = 'failed'
   AND (x.permanent OR (x.attempts < :max_attempts

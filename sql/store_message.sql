@@ -5,6 +5,7 @@ UPDATE dueflow_ledger
 SET recipient = :recipient, subject = :subject, body_text = :body_text,
     body_html = :body_html, message_id = :message_id,
     draft_source = :draft_source, draft_note = :draft_note, paragraph = :paragraph,
+    tone_plan = :tone_plan, refused_answer = :refused_answer,
     cc_recipient = :cc_recipient, bcc_recipient = :bcc_recipient,
     attachment_path = :attachment_path, attachment_name = :attachment_name,
     attachment_sha256 = :attachment_sha256, attachment_size = :attachment_size,

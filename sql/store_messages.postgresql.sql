@@ -8,6 +8,7 @@ UPDATE dueflow_ledger AS l
 SET recipient = m.recipient, subject = m.subject, body_text = m.body_text,
     body_html = m.body_html, message_id = m.message_id,
     draft_source = m.draft_source, draft_note = m.draft_note, paragraph = m.paragraph,
+    tone_plan = m.tone_plan, refused_answer = m.refused_answer,
     cc_recipient = m.cc_recipient, bcc_recipient = m.bcc_recipient,
     attachment_path = m.attachment_path, attachment_name = m.attachment_name,
     attachment_sha256 = m.attachment_sha256, attachment_size = CAST(m.attachment_size AS bigint),
@@ -17,11 +18,12 @@ FROM unnest(CAST(:keys AS text[]), CAST(:recipients AS text[]), CAST(:subjects A
             CAST(:bodies_text AS text[]), CAST(:bodies_html AS text[]),
             CAST(:message_ids AS text[]), CAST(:draft_sources AS text[]),
             CAST(:draft_notes AS text[]), CAST(:paragraphs AS text[]),
+            CAST(:tone_plans AS text[]), CAST(:refused_answers AS text[]),
             CAST(:cc_recipients AS text[]), CAST(:bcc_recipients AS text[]),
             CAST(:attachment_paths AS text[]), CAST(:attachment_names AS text[]),
             CAST(:attachment_sha256s AS text[]), CAST(:attachment_sizes AS text[]),
             CAST(:attachment_notes AS text[]))
      AS m(key, recipient, subject, body_text, body_html, message_id, draft_source, draft_note,
-          paragraph, cc_recipient, bcc_recipient, attachment_path, attachment_name,
+          paragraph, tone_plan, refused_answer, cc_recipient, bcc_recipient, attachment_path, attachment_name,
           attachment_sha256, attachment_size, attachment_note)
 WHERE l.key = m.key AND l.status = 'pending' AND l.sending_at IS NULL AND l.body_text IS NULL

@@ -2,7 +2,7 @@
 -- sends them without anyone's help — rows whose run died before sending, requeued
 -- failures, rows an operator settled as failed. `stored`: the message is on the row.
 SELECT key, job, subject_id, cycle, step, step_rank, as_of, recipient, paragraph, draft_source,
-       draft_note,
+       draft_note, tone_plan,
        CASE WHEN body_text IS NULL THEN 0 ELSE 1 END AS stored
 FROM dueflow_ledger
 WHERE status = 'pending' AND sending_at IS NULL

@@ -8,6 +8,8 @@ Each item is checked the way a run would use it, and nothing is written or sent:
 - mail: connect, EHLO, STARTTLS or TLS and login as configured, then MAIL FROM and RSET
   (the server's answer to the sender, without a message); a file outbox must be writable;
 - LLM: when configured, the endpoint lists its models (no drafting) and offers the model;
+- phrasebook: the reminders' reviewed sentences, dueflow's and the company's own, cover every
+  step and tone (`--phrasebook` lists every sentence for review);
 - templates: every email kind renders in every locale with sample values, from sample rows
   decided by the same rules as real ones, into a well-formed wire message.
 
@@ -31,10 +33,11 @@ from dueflow.tasks.core import defaults
 from dueflow.tasks.core.addresses import Mailbox
 from dueflow.tasks.core.decide import due_dunning_steps, due_renewal_alerts
 from dueflow.tasks.core.frames import pd
-from dueflow.tasks.core.llm_guard import DRAFTED_STEPS, reminders, template_draft
+from dueflow.tasks.core.llm_guard import rule_drafts
 from dueflow.tasks.core.locales import SUPPORTED_LOCALES
 from dueflow.tasks.core.message import message_bytes
 from dueflow.tasks.core.parameters import default_parameters
+from dueflow.tasks.core.phrasebook import DRAFTED_STEPS, Phrasebook, default_phrasebook
 from dueflow.tasks.core.render import Composed, EmailLook, compose_dunning_emails, compose_renewal_alerts
 
 TIMEOUT = 10.0  # seconds for each network check
@@ -72,7 +75,7 @@ VARIABLES = ("DUEFLOW_DATABASE_URL", "DUEFLOW_MAIL_URL", "DUEFLOW_TIMEZONE", "DU
              "DUEFLOW_BOUNCE_ADDRESS", "DUEFLOW_BCC", "DUEFLOW_INVOICE_PDF", "DUEFLOW_INVOICE_PDF_MAX_BYTES",
              "DUEFLOW_RETAIN_BODIES_DAYS", "DUEFLOW_BUSINESS_DAYS", "DUEFLOW_HOLIDAYS",
              "DUEFLOW_CLOSED_DAYS_FILE", "DUEFLOW_RENEWAL_ON_ANY_DAY", "DUEFLOW_DUNNING_MINIMUM",
-             "DUEFLOW_PROFILES_FILE", "DUEFLOW_ATTENTION_STATE")
+             "DUEFLOW_PROFILES_FILE", "DUEFLOW_PHRASEBOOK_FILE", "DUEFLOW_ATTENTION_STATE")
 
 
 def check_settings(env: dict[str, str]) -> tuple[list[Check], Settings | None]:
@@ -441,7 +444,7 @@ def _smtp_error(exc: smtplib.SMTPResponseException) -> str:
 def check_llm(settings: Settings) -> Check:
     llm = settings.llm
     if llm is None:
-        return Check("LLM", True, "off (no OPENAI_API_KEY): reminders use the template paragraph")
+        return Check("LLM", True, "off (no OPENAI_API_KEY): dueflow's rule plans every reminder's paragraph")
     import openai
 
     where = llm.base_url or "the OpenAI API"
@@ -471,9 +474,11 @@ def check_llm(settings: Settings) -> Check:
 # -- templates --------------------------------------------------------------------------------
 
 def sample_emails(sender: Mailbox, escalation_to: str, today: date,
-                  look: EmailLook | None = None) -> Composed:
+                  look: EmailLook | None = None, book: Phrasebook | None = None) -> Composed:
     """Every kind of email in every locale, from sample source rows decided by the rules:
-    a renewal alert per locale, both reminders per client locale, and the escalation."""
+    a renewal alert per locale, both reminders per client locale (their paragraphs planned
+    from `book` by dueflow's rule), and the escalation."""
+    book = book or default_phrasebook()
     contracts = pd.DataFrame([{
         "id": "sample-contract", "vendor": "Sample Vendor", "title": "Sample service", "amount": "1250.50",
         "currency": "EUR", "renewal_date": (today + timedelta(days=30)).isoformat(),
@@ -503,7 +508,7 @@ def sample_emails(sender: Mailbox, escalation_to: str, today: date,
                                            "status"])
     due = due_dunning_steps(pd.DataFrame(invoices), clients, steps, today,
                             escalation_to=escalation_to).due
-    drafts = {r.key: template_draft(r, "dueflow check") for r in reminders(due)}
+    drafts = {d.key: d for d in rule_drafts(due, pd.DataFrame(), today, book)}
     return composed + compose_dunning_emails(due, steps, sender, drafts, today, look)
 
 
@@ -511,7 +516,7 @@ def check_templates(settings: Settings) -> Check:
     sender = settings.sender()
     try:
         composed = sample_emails(sender, settings.escalation_address() or SAMPLE_ESCALATION,
-                                 settings.today(), settings.email_look())
+                                 settings.today(), settings.email_look(), settings.phrasebook())
         failures = list(composed.failures)
         for email in composed.emails:
             try:
@@ -532,6 +537,45 @@ def check_templates(settings: Settings) -> Check:
     kinds = (f"renewal alert and reminders 1 and 2 in {', '.join(SUPPORTED_LOCALES)},"
              " the escalation")
     return Check("templates", True, f"{len(composed.emails)} sample emails render ({kinds})")
+
+
+def check_phrasebook(settings: Settings) -> Check:
+    """The reminders' reviewed sentences (dueflow's, and the company's own): how many each
+    locale has, and what a night would do without (a kind of client with no opening, a
+    tone with no closing). A phrasebook that cannot be used never gets here: the settings
+    refuse it, one line naming the sentence and the fix."""
+    book = settings.phrasebook()
+    sizes = ", ".join(f"{locale} {len(book.of(locale))}" for locale in SUPPORTED_LOCALES)
+    yours = [s for s in book.sentences if s.origin != "dueflow"]
+    detail = (f"{sizes} sentences ({book.origin}{f': {len(yours)} of yours' if yours else ''}); every step"
+              " and tone has a body sentence; `dueflow check --phrasebook` lists them for review")
+    gaps = book.gaps()
+    if gaps:
+        return Check("phrasebook", True, detail + f"; such paragraphs go without: {'; '.join(gaps[:3])}"
+                     + (f" and {len(gaps) - 3} more" if len(gaps) > 3 else ""),
+                     "add an opening for each kind of client and a closing for each tone", warning=True)
+    return Check("phrasebook", True, detail)
+
+
+def phrasebook_report(settings: Settings) -> list[str]:
+    """`dueflow check --phrasebook`: every sentence a reminder may say, for review — by
+    locale and slot, with what it may be chosen for and whose it is."""
+    from dueflow.tasks.core.phrasebook import DRAFTED_STEPS, Relationship, Tone, listing
+
+    def named(values: frozenset, every: tuple, what: str) -> str:
+        return f"every {what}" if set(values) == set(every) else ", ".join(sorted(str(v) for v in values))
+
+    book = settings.phrasebook()
+    lines = ["", f"Phrasebook ({book.origin}): what a reminder's paragraph may say, as written"]
+    for locale, sentences in listing(book).items():
+        lines += ["", f"  {locale} ({len(sentences)} sentences)"]
+        for s in sentences:
+            where = [named(s.steps, DRAFTED_STEPS, "step"), named(s.tones, tuple(Tone), "tone")]
+            if s.slot == "opening":
+                where.append(named(s.fits, tuple(Relationship), "client"))
+            mine = "" if s.origin == "dueflow" else f"; {s.origin}"
+            lines += [f"    {s.slot.value:<8} {s.id}  ({'; '.join(where)}{mine})", f"             {s.text}"]
+    return lines
 
 
 def check_copies_and_invoices(settings: Settings) -> Check | None:
@@ -584,7 +628,7 @@ def scrub(text: str, secrets: list[str]) -> str:
 
 def run_checks(env: dict[str, str] | None = None,
                on_result: Callable[[Check], None] = lambda check: None, sources: bool = False,
-               on_lines: Callable[[str], None] = lambda line: None) -> list[Check]:
+               on_lines: Callable[[str], None] = lambda line: None, phrasebook: bool = False) -> list[Check]:
     """Every check, in order; `on_result` sees each as soon as it is known. Secrets are
     scrubbed from every line."""
     env = dict(os.environ if env is None else env)
@@ -595,7 +639,7 @@ def run_checks(env: dict[str, str] | None = None,
         if check is None:
             return
         clean = Check(check.item, check.ok, scrub(check.detail, _secrets(settings, env)),
-                      scrub(check.fix, _secrets(settings, env)) if check.fix else None)
+                      scrub(check.fix, _secrets(settings, env)) if check.fix else None, check.warning)
         results.append(clean)
         on_result(clean)
 
@@ -610,7 +654,8 @@ def run_checks(env: dict[str, str] | None = None,
     block_check, settings = check_blocks(settings)
     done(block_check)
     checks: tuple[Callable[[Settings], Check | list[Check] | None], ...] = (
-        check_database, check_mail, check_bounces, check_llm, check_templates, check_copies_and_invoices)
+        check_database, check_mail, check_bounces, check_llm, check_phrasebook, check_templates,
+        check_copies_and_invoices)
     for run_check in checks:
         try:
             outcome = run_check(settings)
@@ -625,4 +670,7 @@ def run_checks(env: dict[str, str] | None = None,
                 on_lines(scrub(line, _secrets(settings, env)))
         except Exception as exc:
             done(Check("sources report", False, f"could not be made: {_reason(exc)}"))
+    if phrasebook:
+        for line in phrasebook_report(settings):
+            on_lines(line)
     return results

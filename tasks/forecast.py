@@ -7,10 +7,10 @@ It assumes that the nightly run happens every night, that every email goes out a
 nothing is paid, renewed or changed: each later night sees the ledger as it is plus what
 the earlier forecast nights reserved (`core.forecast`).
 
-It writes nothing (no ledger row, no quarantine row), sends nothing, and never calls the
-LLM: a reminder's subject does not depend on its paragraph, and the template paragraph
-stands in for it. Rows that earlier runs left in the ledger (never handed to SMTP, failed,
-in doubt) are not forecast: `dueflow ledger --status pending|failed` lists them. The
+It writes nothing (no ledger row, no quarantine row), sends nothing, and plans no
+paragraph (the model is never asked): a reminder's subject does not depend on it. Rows
+that earlier runs left in the ledger (never handed to SMTP, failed, in doubt) are not
+forecast: `dueflow ledger --status pending|failed` lists them. The
 methods run as plain calls: no Prefect server is needed, and the `forecast` flow
 (flows/forecast.py) publishes the same frame as an artifact.
 """
@@ -45,7 +45,6 @@ from dueflow.tasks.core.parameters import (
 from dueflow.tasks.core.render import Composed
 from dueflow.tasks.jobs import DunningJob, RenewalJob, dunning_rules
 
-FORECAST_NOTE = "forecast: template paragraph (the LLM is never asked for a forecast)"
 MAX_DAYS = MAX_FORECAST_DAYS
 
 
@@ -111,7 +110,7 @@ def forecast(
         extracted = invoices | {"history": dunning_history}
         due = dunning.decide(extracted, night).to_reserve
         if not due.empty:
-            composed = dunning.compose(due, extracted, night, dunning.template_drafts(due, FORECAST_NOTE))
+            composed = dunning.compose(due, extracted, night, {})
             parts.append(forecast_rows(night, dunning.name, due, due["client_name"], _subjects(composed),
                                        calendar))
             dunning_history = with_sent_dunning_steps(dunning_history, due, night)

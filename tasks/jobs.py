@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields, replace
 from datetime import date, timedelta
 from typing import ClassVar
 
@@ -48,14 +48,13 @@ from dueflow.tasks.core.defaults import DELIVERY_WORKERS
 from dueflow.tasks.core.frames import pd
 from dueflow.tasks.core.invoice_pdf import PdfTemplate
 from dueflow.tasks.core.keys import CLIENT_STEPS, Job, parse_keys
-from dueflow.tasks.core.llm_guard import DRAFTED_STEPS, reminders, template_draft
 from dueflow.tasks.core.message import OutgoingEmail
 from dueflow.tasks.core.money import amounts_from_minor
 from dueflow.tasks.core.parameters import DunningStart, RunParameters
+from dueflow.tasks.core.phrasebook import Phrasebook, default_phrasebook
 from dueflow.tasks.core.profiles import default_profile
 from dueflow.tasks.core.render import (
     Composed,
-    Draft,
     EmailLook,
     Prepared,
     compose_dunning_emails,
@@ -65,6 +64,7 @@ from dueflow.tasks.core.render import (
 from dueflow.tasks.core.report import concat_rows, key_rows, no_rows
 from dueflow.tasks.core.reservation import already_in_ledger, plan_reservation, reservation_outcome
 from dueflow.tasks.core.statuses import LedgerStatus, RowStatus
+from dueflow.tasks.core.tone import FREE_TEXT_SOURCE, Draft, Fallback
 from dueflow.tasks.core.validate import as_dates
 from dueflow.tasks.deliver import DeliverySettings, Recipient, deliver
 from dueflow.tasks.steps import compose_and_store, quarantine_rows, reserve_slots, store_messages
@@ -87,12 +87,14 @@ class NightJob(ABC):
     def decide(self, extracted: Extracted, as_of: date) -> Decision:
         """What is due on `as_of` (tasks/core/decide.py), and what is quarantined."""
 
-    def drafts(self, winners: pd.DataFrame, database: Database) -> dict[str, Draft]:
-        """The drafted paragraphs of the winners' emails, by key (none for most jobs)."""
+    def drafts(self, winners: pd.DataFrame, database: Database, as_of: date) -> dict[str, Draft]:
+        """The planned paragraphs of the winners' emails, by key (none for most jobs)."""
         return {}
 
-    def template_drafts(self, due: pd.DataFrame, note: str) -> dict[str, Draft]:
-        """The template paragraph in place of a drafted one (a forecast, a retry)."""
+    def drafts_again(self, rows: pd.DataFrame, due: pd.DataFrame, database: Database,
+                     as_of: date) -> dict[str, Draft]:
+        """The paragraphs of ledger rows rendered again (`due`: decided again from `rows`):
+        the one each row stored, or a plan made now (none for most jobs)."""
         return {}
 
     @abstractmethod
@@ -111,13 +113,11 @@ class NightJob(ABC):
     def render_again(self, database: Database, rows: pd.DataFrame, as_of: date) -> Composed:
         """Messages for ledger rows rendered again from their source rows as they are now:
         rows whose run died before storing one, and failed rows a run retries. A paragraph
-        drafted for a row stays (G7); a row without one gets the template paragraph (the
-        model is only asked for keys a run just reserved)."""
+        planned for a row stays (G7); a row without one is planned now (the model is only
+        asked for keys a run just reserved)."""
         extracted = self.reread(database, rows)
         decision = self.decide_again(extracted, rows, as_of)
-        kept = stored_drafts(rows)
-        drafts = {key: kept.get(key) or template for key, template in
-                  self.template_drafts(decision.due, "rendered again: template paragraph").items()}
+        drafts = self.drafts_again(rows, decision.due, database, as_of)
         return self.compose(decision.due, extracted, as_of, drafts) + Composed(failures=[
             (key, f"could not render the email: {reason}") for key, reason in zip(
                 decision.quarantined["source_id"], decision.quarantined["reason"], strict=True)])
@@ -180,6 +180,7 @@ class DunningJob(NightJob):
     sender: Mailbox
     look: EmailLook | None = None
     llm: LLMConfig | None = None
+    phrasebook: Phrasebook = field(default_factory=default_phrasebook)  # the reminders' reviewed sentences
     invoice_pdf: PdfTemplate | None = None  # DUEFLOW_INVOICE_PDF: the PDF each reminder carries
     rules: DunningRules | None = None  # profiles, calendar, minimums (None: the parameters alone)
 
@@ -228,15 +229,26 @@ class DunningJob(NightJob):
         return due_dunning_steps(extracted["invoices"], extracted["clients"], extracted["history"], as_of,
                                  self.delays, self.timezone, self.escalation_to, self.start, self.rules)
 
-    def drafts(self, winners: pd.DataFrame, database: Database) -> dict[str, Draft]:
-        # Drafting happens after reservation: the model is only ever asked about keys this
-        # run won, once, and the text is stored before sending (G7).
+    def drafts(self, winners: pd.DataFrame, database: Database, as_of: date) -> dict[str, Draft]:
+        # Planning happens after reservation: the model is only ever asked about keys this
+        # run won, once, and the paragraph is stored before sending (G7).
         from dueflow.tasks.steps import draft_reminders
 
-        return {d.key: d for d in draft_reminders(winners, database, self.timezone, self.llm)}
+        return {d.key: d for d in draft_reminders(winners, database, as_of, self.timezone, self.phrasebook,
+                                                  self.llm)}
 
-    def template_drafts(self, due: pd.DataFrame, note: str) -> dict[str, Draft]:
-        return {r.key: template_draft(r, note) for r in reminders(due[due["step"].isin(DRAFTED_STEPS)])}
+    def drafts_again(self, rows: pd.DataFrame, due: pd.DataFrame, database: Database,
+                     as_of: date) -> dict[str, Draft]:
+        from dueflow.tasks.steps import draft_reminders
+
+        kept = stored_drafts(rows)
+        fresh = due[~due["key"].isin(list(kept))]
+        free_text = set(rows.loc[rows["draft_source"].astype("string").eq(FREE_TEXT_SOURCE).fillna(False)
+                                 .to_numpy(), "key"])
+        planned = {d.key: replace(d, fallback=Fallback.FREE_TEXT) if d.key in free_text and d.fallback else d
+                   for d in draft_reminders(fresh, database, as_of, self.timezone, self.phrasebook, self.llm,
+                                            ask_model=False)}
+        return planned | kept
 
     def compose(self, winners: pd.DataFrame, extracted: Extracted, as_of: date,
                 drafts: dict[str, Draft]) -> Composed:
@@ -273,7 +285,7 @@ def night_jobs(settings: Settings, params: RunParameters) -> tuple[RenewalJob, D
     any_day = params.renewal_on_any_day or settings.renewal_on_any_day
     return (RenewalJob(params.leads, params.renewal_locale, sender, look, None if any_day else calendar),
             DunningJob(params.delays, params.dunning_start, settings.timezone, settings.escalation_address(),
-                       sender, look, settings.llm, settings.invoice_pdf_template(),
+                       sender, look, settings.llm, settings.phrasebook(), settings.invoice_pdf_template(),
                        dunning_rules(settings, params.delays, params.dunning_start, params.delay_unit,
                                      calendar)))
 

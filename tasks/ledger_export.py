@@ -34,14 +34,15 @@ CHUNK_ROWS = 5_000
 ALL_ROWS = 2**62  # sql/ledger_export.sql's LIMIT when there is none
 
 TEXT = ("key", "job", "subject_id", "cycle", "step", "status", "recipient", "subject", "draft_source",
-        "message_id", "smtp_response", "error", "flow_run_id", "cc_recipient", "bcc_recipient",
-        "attachment_name", "attachment_sha256", "attachment_note")
+        "draft_note", "tone_plan", "message_id", "smtp_response", "error", "flow_run_id", "cc_recipient",
+        "bcc_recipient", "attachment_name", "attachment_sha256", "attachment_note")
 INTEGERS = ("step_rank", "attempts", "attachment_size")
 FLAGS = ("permanent",)
 DATES = ("as_of", "attempt_as_of")
 TIMESTAMPS = ("retry_after", "created_at", "updated_at", "sending_at", "sent_at", "pruned_at")
 COLUMNS = ("key", "job", "subject_id", "cycle", "step", "step_rank", "as_of", "status", "attempts",
-           "permanent", "recipient", "subject", "draft_source", "message_id", "smtp_response", "error",
+           "permanent", "recipient", "subject", "draft_source", "draft_note", "tone_plan", "message_id",
+           "smtp_response", "error",
            "retry_after", "flow_run_id", "created_at", "updated_at", "sending_at", "sent_at",
            "attempt_as_of", "cc_recipient", "bcc_recipient", "attachment_name", "attachment_sha256",
            "attachment_size", "attachment_note", "pruned_at")

@@ -1,4 +1,4 @@
-"""The run's steps as Prefect tasks: extract, decide, quarantine, reserve, draft, compose
+"""The run's steps as Prefect tasks: extract, decide, quarantine, reserve, plan, compose
 and store, report.
 
 Each wraps a method of a job (tasks/jobs.py), a function of the pure core (`tasks.core`)
@@ -26,15 +26,11 @@ from dueflow.tasks.core.decide import (
     Decision,
 )
 from dueflow.tasks.core.frames import pd, records
-from dueflow.tasks.core.llm_guard import DRAFTED_STEPS, payment_history_frame
-from dueflow.tasks.core.money import amounts_from_minor
-from dueflow.tasks.core.render import (
-    Composed,
-    Draft,
-    Prepared,
-)
+from dueflow.tasks.core.phrasebook import DRAFTED_STEPS, Phrasebook
+from dueflow.tasks.core.render import Composed, Prepared
 from dueflow.tasks.core.report import RunSummary, markdown, table_rows
 from dueflow.tasks.core.statuses import RowStatus
+from dueflow.tasks.core.tone import Draft
 
 if TYPE_CHECKING:
     from dueflow.tasks.jobs import NightJob
@@ -100,24 +96,24 @@ def store_messages(database: Database, composed: Composed) -> None:
     db.record_unrendered(database.engine, composed.failures)
 
 
-@task(name="draft-reminder-paragraphs", cache_policy=NO_CACHE)
-def draft_reminders(
-    winners: pd.DataFrame, database: Database, timezone: str, llm: LLMConfig | None
-) -> list[Draft]:
-    """The personalised paragraph of each REMINDED_1/2 this run won (G7). The model is
-    asked only here, only for freshly reserved keys: a retry resends the stored text."""
+@task(name="plan-reminder-paragraphs", cache_policy=NO_CACHE)
+def draft_reminders(winners: pd.DataFrame, database: Database, as_of: date, timezone: str,
+                    book: Phrasebook, llm: LLMConfig | None, ask_model: bool = True) -> list[Draft]:
+    """The paragraph of each REMINDED_1/2 among `winners` (G7): dueflow's plan from the
+    client's payment history, and the model's where one is configured and its answer is a
+    valid plan. The model is asked only here, only for keys this run just reserved
+    (`ask_model`): a retry resends the stored paragraph."""
+    from dueflow.tasks.adapters.llm_client import plan_paragraphs
+    from dueflow.tasks.core.tone import payment_history_frame
+
     reminders = winners[winners["step"].isin(DRAFTED_STEPS)]
     if reminders.empty:
         return []
-    from dueflow.tasks.adapters.llm_client import draft_paragraphs
-
-    history = pd.DataFrame()
-    if llm is not None:  # the payment history only feeds the model's prompt
-        # Through the same text reading as the extract: no value of a source column can
-        # raise here where the extract would have quarantined its row.
-        raw = db.extract_frame(database.engine, database.source_statement("client_payment_history"), {})
-        history = payment_history_frame(amounts_from_minor(raw), timezone)
-    return draft_paragraphs(reminders, history, llm)
+    # Through the same text reading as the extract: no value of a source column can raise
+    # here where the extract would have quarantined its row.
+    clients = reminders["client_id"].dropna().astype(str).unique().tolist()
+    history = payment_history_frame(db.rows_by_id(database, "client_payment_history_of", clients), timezone)
+    return plan_paragraphs(reminders, history, as_of, book, llm, ask_model)
 
 
 @task(name="compose-and-store", task_run_name="compose-and-store-{job.label}", cache_policy=NO_CACHE)
@@ -128,7 +124,7 @@ def compose_and_store(job: NightJob, winners: pd.DataFrame, extracted: dict[str,
     is sent (G2); rows that could not be rendered are marked failed. Returns only the
     addressing: Prefect keeps every task's result until the flow run ends, and a chunk's
     messages take tens of MB."""
-    composed = job.compose(winners, extracted, as_of, job.drafts(winners, database))
+    composed = job.compose(winners, extracted, as_of, job.drafts(winners, database, as_of))
     if store:
         db.store_messages(database.engine, [email.as_row() for email in composed.emails])
         db.record_unrendered(database.engine, composed.failures)

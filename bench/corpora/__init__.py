@@ -1,11 +1,11 @@
-"""The guard's corpora (see build.py): `load("red_team", "en")` -> [(label, paragraph), ...]."""
+"""The red-team corpus (see build.py): `load("red_team", "en")` -> [(label, paragraph), ...]."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 HERE = Path(__file__).parent
-KINDS = ("red_team", "benign")
+KINDS = ("red_team",)
 LOCALES = ("en", "es")
 
 

@@ -465,12 +465,14 @@ STORE_ARRAYS = {"keys": "key", "recipients": "recipient", "subjects": "subject",
                 "bodies_text": "body_text", "bodies_html": "body_html",
                 "message_ids": "message_id", "draft_sources": "draft_source",
                 "draft_notes": "draft_note", "paragraphs": "paragraph",
+                "tone_plans": "tone_plan", "refused_answers": "refused_answer",
                 "cc_recipients": "cc_recipient", "bcc_recipients": "bcc_recipient",
                 "attachment_paths": "attachment_path", "attachment_names": "attachment_name",
                 "attachment_sha256s": "attachment_sha256", "attachment_sizes": "attachment_size",
                 "attachment_notes": "attachment_note"}
 # What a message row holds besides its text, None unless the message has it.
-MESSAGE_EXTRAS = ("draft_source", "draft_note", "paragraph", "cc_recipient", "bcc_recipient",
+MESSAGE_EXTRAS = ("draft_source", "draft_note", "paragraph", "tone_plan", "refused_answer",
+                  "cc_recipient", "bcc_recipient",
                   "attachment_path", "attachment_name", "attachment_sha256", "attachment_size",
                   "attachment_note")
 # Messages per statement, at most, and characters of message text per statement, at most:

@@ -476,7 +476,7 @@ NIGHT_STATEMENTS = (
     "dunning_history",
     "dunning_candidates",
     "dunning_history_of",
-    "client_payment_history",
+    "client_payment_history_of",
     "contracts_by_id",
     "invoices_by_id",
     "clients_by_id",

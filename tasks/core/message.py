@@ -48,9 +48,14 @@ class OutgoingEmail:
     body_text: str
     body_html: str
     message_id: str
-    draft_source: str | None = None  # dunning reminders: 'llm' or 'template' paragraph
-    draft_note: str | None = None  # why the template was used, or the model's tone
-    paragraph: str | None = None  # the drafted paragraph, kept for a retry rendered again
+    # Reminders: who chose the paragraph (core.tone.PlanSource: model, rule, template), why
+    # not the model when it did not, the paragraph of a plan and the plan itself (tone,
+    # sentence ids: a retry says the same), and a refused answer of the model, capped.
+    draft_source: str | None = None
+    draft_note: str | None = None
+    paragraph: str | None = None
+    tone_plan: str | None = None
+    refused_answer: str | None = None
     cc_recipient: str | None = None  # reminders: the client's account manager (clients.cc_email)
     bcc_recipient: str | None = None  # the archive (DUEFLOW_BCC): envelope only, never a header
     # Reminders: the invoice PDF, named by what it must be when sent (path, size, SHA-256),

@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import date, timedelta
 from functools import cache
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlsplit
 
 # Jinja is imported where a template is loaded: a night with nothing to render (the
@@ -29,11 +29,12 @@ if TYPE_CHECKING:
 from dueflow.tasks.core.addresses import Mailbox
 from dueflow.tasks.core.frames import pd
 from dueflow.tasks.core.keys import DunningStep
-from dueflow.tasks.core.locales import DEFAULT_LOCALE, SUPPORTED_LOCALES, supported_locale
+from dueflow.tasks.core.locales import DEFAULT_LOCALE, SUPPORTED_LOCALES, supported_locale, words
 from dueflow.tasks.core.message import OutgoingEmail, message_id_for
 from dueflow.tasks.core.money import format_money
 from dueflow.tasks.core.statuses import LedgerStatus
 from dueflow.tasks.core.text import clean_line
+from dueflow.tasks.core.tone import Draft, PlanSource, read_plan, read_relationship
 from dueflow.tasks.core.wording import count_days, long_date, relative_day
 
 SUBJECT_LIMIT = 250  # characters: a subject is read in a list, and data can be very long
@@ -173,24 +174,6 @@ def renewal_context(*, vendor: str, title: str, amount: str, currency: str, rene
     }
 
 
-_HISTORY_LABELS = {
-    "en": {1: "First reminder", 2: "Second reminder", 3: "Escalation"},
-    "es": {1: "Primer recordatorio", 2: "Segundo recordatorio", 3: "Escalado"},
-}
-_OUTCOMES: dict[str, dict[str, str]] = {
-    "en": {LedgerStatus.SENT: "sent",
-           LedgerStatus.ADOPTED: "handled outside dueflow, before it took over",
-           LedgerStatus.PENDING: "handed to the mail server, delivery not confirmed",
-           LedgerStatus.FAILED: "could not be sent",
-           LedgerStatus.BOUNCED: "bounced: the client could not be reached"},
-    "es": {LedgerStatus.SENT: "enviado",
-           LedgerStatus.ADOPTED: "gestionado fuera de dueflow, antes de que se hiciera cargo",
-           LedgerStatus.PENDING: "entregado al servidor de correo, sin confirmar",
-           LedgerStatus.FAILED: "no se pudo enviar",
-           LedgerStatus.BOUNCED: "devuelto: no se pudo contactar con el cliente"},
-}
-
-
 def _due_facts(due_date: date | None, as_of: date | None, locale: str) -> dict[str, Any]:
     """Where the invoice stands against its due date on `as_of`. Never overdue before the
     due date, nor when either date is unknown."""
@@ -219,8 +202,7 @@ def dunning_context(*, step: str, invoice_id: str, number: str, amount: str, cur
     `history` is the invoice's earlier steps (`reminder_history`): step, as_of (ISO
     date), status."""
     rank = int(DunningStep(step).rank)
-    labels = _HISTORY_LABELS.get(locale, _HISTORY_LABELS["en"])
-    outcomes = _OUTCOMES.get(locale, _OUTCOMES["en"])
+    said = words(locale)
     earlier = [s for s in history if int(DunningStep(s["step"]).rank) < rank]
     sent = [s for s in earlier if s["status"] == LedgerStatus.SENT]
     bounced = [s for s in earlier if s["status"] == LedgerStatus.BOUNCED]
@@ -235,9 +217,9 @@ def dunning_context(*, step: str, invoice_id: str, number: str, amount: str, cur
         "client_id": str(client_id),
         "client_name": str(client_name or ""),
         "client_email": str(client_email or ""),
-        "history": [{"label": labels.get(int(DunningStep(s["step"]).rank), s["step"]),
+        "history": [{"label": said.steps.get(s["step"], s["step"]),
                      "date": long_date(date.fromisoformat(s["as_of"]), locale),
-                     "outcome": outcomes.get(s["status"], s["status"])
+                     "outcome": said.outcomes.get(s["status"], s["status"])
                      + (f" ({str(s['bounce']).removeprefix('bounced: ')})" if s.get("bounce") else "")}
                     for s in earlier],
         "previous_date": long_date(date.fromisoformat(sent[-1]["as_of"]), locale) if sent else "",
@@ -255,25 +237,25 @@ def dunning_context(*, step: str, invoice_id: str, number: str, amount: str, cur
 # --------------------------------------------------------------------------- compose
 
 
-@dataclass(frozen=True)
-class Draft:
-    """The paragraph chosen for one key, where it came from, and why if not the LLM."""
-
-    key: str
-    paragraph: str
-    source: Literal["llm", "template"]
-    tone: str | None  # the model's tone label when source == "llm"
-    note: str | None  # why the template was used; None for a good llm draft
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-
-
 def stored_drafts(rows: pd.DataFrame) -> dict[str, Draft]:
-    """The paragraphs the model drafted for ledger rows (`key`, `paragraph`, `draft_source`,
-    `draft_note`), kept on the rows so that a message rendered again says the same (G7)."""
-    kept = rows[(rows["draft_source"] == "llm") & rows["paragraph"].notna()]
-    return {key: Draft(key=key, paragraph=paragraph, source="llm", tone=None, note=note)
-            for key, paragraph, note in zip(kept["key"], kept["paragraph"], kept["draft_note"], strict=True)}
+    """The plans ledger rows keep (`key`, `paragraph`, `draft_source`, `draft_note`,
+    `tone_plan`): a message rendered again says the same paragraph (G7). A row of the
+    model's or the rule's plan keeps its paragraph as stored (reviewed text, as it was
+    rendered); a template paragraph is worded again for the day, and free text an earlier
+    release let a model write is never kept (the row is planned anew)."""
+    if rows.empty or "tone_plan" not in rows:
+        return {}
+    sources = rows["draft_source"].astype("string")
+    kept = rows[sources.isin([PlanSource.MODEL.value, PlanSource.RULE.value]).fillna(False).to_numpy()
+                & rows["paragraph"].notna().to_numpy() & rows["tone_plan"].notna().to_numpy()]
+    drafts = {}
+    for key, paragraph, source, plan in zip(kept["key"], kept["paragraph"], kept["draft_source"],
+                                            kept["tone_plan"], strict=True):
+        read = read_plan(plan)
+        if read is not None:
+            drafts[str(key)] = Draft(str(key), str(paragraph), PlanSource(source), read,
+                                     read_relationship(plan))
+    return drafts
 
 
 @dataclass(frozen=True)
@@ -361,9 +343,11 @@ def _email(row: Any, sender: Mailbox, rendered: tuple[str, str, str],
         body_text=text,
         body_html=html,
         message_id=message_id_for(row.key, sender),
-        draft_source=draft.source if draft else None,
-        draft_note=(draft.note or (f"tone: {draft.tone}" if draft.tone else None)) if draft else None,
-        paragraph=draft.paragraph if draft and draft.source == "llm" else None,
+        draft_source=draft.source.value if draft else None,
+        draft_note=draft.note if draft else None,
+        paragraph=draft.paragraph if draft and draft.source != PlanSource.TEMPLATE else None,
+        tone_plan=draft.stored_plan if draft else None,
+        refused_answer=draft.answer if draft else None,
         # Copies: the account manager's of a reminder (decided), the archive's of every email.
         cc_recipient=_cell(row, "cc_recipient"),
         bcc_recipient=look.bcc or None,
@@ -418,8 +402,8 @@ def compose_dunning_emails(
 ) -> Composed:
     """Reminders to the client in their locale, or the OVERDUE escalation (in English)
     with the invoice's whole reminder history. `drafts` maps a key to its
-    `core.llm_guard.Draft`: the paragraph placed inside the template (G7: the facts
-    around it come from the data, never from the model). `as_of` is the run's business
+    `core.tone.Draft`: the paragraph placed inside the template — reviewed sentences, as
+    planned (G7: the facts around it come from the data, never from a model). `as_of` is the run's business
     date: the wording says when payment falls due, or how long it is overdue (without
     it, only the due date is given)."""
     if due.empty:
@@ -434,7 +418,7 @@ def compose_dunning_emails(
     def render_one(row: Any) -> OutgoingEmail:
         locale = DEFAULT_LOCALE if row.step == DunningStep.OVERDUE else row.locale
         draft = drafts.get(row.key)
-        if draft is not None and draft.source == "template" and draft.paragraph:
+        if draft is not None and draft.source == PlanSource.TEMPLATE and draft.paragraph:
             # The template paragraph fits the day: before, on or after the due date.
             due_state = _due_facts(_day(row.due_date), as_of, locale)["due_state"]
             draft = used[row.key] = replace(draft, paragraph=render_paragraph(

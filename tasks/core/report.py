@@ -5,7 +5,7 @@ from __future__ import annotations
 import pickle
 import zlib
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from datetime import date
 from typing import Any
 
@@ -14,6 +14,7 @@ from dueflow.tasks.core.keys import DunningStep, parse_keys, source_row_keys
 from dueflow.tasks.core.money import money_texts
 from dueflow.tasks.core.statuses import ATTENTION_ORDER, NEEDS_ATTENTION, RowStatus
 from dueflow.tasks.core.text import wrapped_table
+from dueflow.tasks.core.tone import Draft, Fallback, PlanSource
 
 ROW_COLUMNS = ("job", "key", "recipient", "status", "detail", "retry")
 # What a person knows a key by: the client or vendor, the contract or invoice, the amount
@@ -112,17 +113,28 @@ class RunSummary:
     warnings: list[str] = field(default_factory=list)  # e.g. the database lost after the work
     rows: pd.DataFrame = field(default_factory=lambda: typed_rows(no_rows()))
     unsettled: pd.DataFrame = field(default_factory=pd.DataFrame)  # oldest pending/failed keys
-    # Reminder paragraphs: key, source (llm/template), tone, note, paragraph, tokens.
+    # Reminder paragraphs (`drafts_frame`): key, paragraph, source (model, rule, template),
+    # tone, sentences, client, why not the model's plan, tokens.
     drafts: pd.DataFrame = field(default_factory=pd.DataFrame)
 
-    def llm_usage(self) -> dict[str, int]:
-        """How the reminder paragraphs were drafted, and the tokens the model used."""
+    def paragraph_sources(self) -> dict[str, int]:
+        """Who planned the night's reminder paragraphs (core.tone.PlanSource), and the
+        tokens the model used."""
+        d = self.drafts
+        counts = {source.value: 0 for source in PlanSource} | {"prompt_tokens": 0, "completion_tokens": 0}
+        if d.empty:
+            return counts
+        return counts | {str(k): int(v) for k, v in d["source"].value_counts().items()} | {
+            "prompt_tokens": int(d["prompt_tokens"].sum()),
+            "completion_tokens": int(d["completion_tokens"].sum())}
+
+    def fallbacks(self) -> list[tuple[str, int]]:
+        """Why paragraphs are not the model's plan (core.tone.Fallback), most frequent first."""
         d = self.drafts
         if d.empty:
-            return {"llm": 0, "template": 0, "prompt_tokens": 0, "completion_tokens": 0}
-        return {"llm": int((d["source"] == "llm").sum()), "template": int((d["source"] == "template").sum()),
-                "prompt_tokens": int(d["prompt_tokens"].sum()),
-                "completion_tokens": int(d["completion_tokens"].sum())}
+            return []
+        counts = d["fallback"].dropna().value_counts()
+        return [(str(reason), int(n)) for reason, n in counts.items()]
 
     def counts(self) -> dict[str, int]:
         return {name: getattr(self, name) for name in COUNT_NAMES}
@@ -269,11 +281,62 @@ def typed_rows(rows: pd.DataFrame, facts: pd.DataFrame | None = None) -> pd.Data
     return rows.astype(SUMMARY_TYPES)
 
 
-def drafts_frame(drafts: Sequence[Any]) -> pd.DataFrame:
-    """The run's reminder drafts (core.llm_guard.Draft) as a DataFrame."""
-    return pd.DataFrame([asdict(d) for d in drafts],
-                        columns=["key", "paragraph", "source", "tone", "note", "prompt_tokens",
-                                 "completion_tokens"])
+DRAFT_COLUMNS = ["key", "paragraph", "source", "tone", "sentences", "client", "fallback", "note",
+                 "prompt_tokens", "completion_tokens"]
+
+
+def drafts_frame(drafts: Sequence[Draft]) -> pd.DataFrame:
+    """The night's reminder paragraphs (core.tone.Draft) as a DataFrame: who planned each,
+    its tone and sentence ids, the client as dueflow read it, and why not the model's plan."""
+    return pd.DataFrame([(d.key, d.paragraph, d.source.value, d.plan.tone.value if d.plan else None,
+                          " ".join(d.plan.sentences) if d.plan else None,
+                          d.relationship.value if d.relationship else None,
+                          d.fallback.value if d.fallback else None, d.note, d.prompt_tokens,
+                          d.completion_tokens)
+                         for d in drafts], columns=DRAFT_COLUMNS)
+
+
+def paragraph_section(summary: RunSummary) -> list[str]:
+    """The artifact's account of the night's reminder paragraphs: who planned how many, and
+    why not the model, grouped (none when the night had no reminder)."""
+    if summary.drafts.empty:
+        return []
+    sources = summary.paragraph_sources()
+    labels = {PlanSource.MODEL: "the model (its plan, checked)",
+              PlanSource.RULE: "dueflow's rule (the client's history)",
+              PlanSource.TEMPLATE: "the step's template paragraph"}
+    lines = ["## Reminder paragraphs", "", "| planned by | paragraphs |", "|---|---|",
+             *[f"| {labels[source]} | {sources[source.value]} |" for source in PlanSource], ""]
+    if sources["prompt_tokens"] or sources["completion_tokens"]:
+        lines += [f"Model tokens: {sources['prompt_tokens']} prompt"
+                  f" + {sources['completion_tokens']} completion.", ""]
+    reasons = summary.fallbacks()
+    if reasons:
+        lines += ["| why not the model's plan | paragraphs |", "|---|---|",
+                  *[f"| {_cell(reason)} | {n} |" for reason, n in reasons], ""]
+    return lines
+
+
+def paragraph_lines(summary: RunSummary) -> list[str]:
+    """What the CLI and the summary artifact say of the night's reminder paragraphs: who
+    planned them and, grouped, why not the model (also when every answer was refused)."""
+    if summary.drafts.empty:
+        return []
+    sources = summary.paragraph_sources()
+    reasons = summary.fallbacks()
+    off = reasons == [(Fallback.MODEL_OFF.value, len(summary.drafts))]
+    if off:
+        line = (f"Reminder paragraphs: {sources['rule']} planned by dueflow's rule from each client's payment"
+                " history (no model configured)")
+        return [line + (f", {sources['template']} template paragraph(s)." if sources["template"] else ".")]
+    line = (f"Reminder paragraphs: {sources['model']} planned by the model, {sources['rule']} by dueflow's"
+            f" rule, {sources['template']} template paragraph(s)")
+    if sources["prompt_tokens"] or sources["completion_tokens"]:
+        line += f"; tokens {sources['prompt_tokens']} prompt + {sources['completion_tokens']} completion"
+    lines = [line + "."]
+    if reasons:
+        lines.append("Not the model's plan: " + "; ".join(f"{n} {reason}" for reason, n in reasons) + ".")
+    return lines
 
 
 def facts_of(job: str, due: pd.DataFrame, subjects: Mapping[str, str],
@@ -412,12 +475,8 @@ def markdown(summary: RunSummary, limit: int = 50) -> str:
         ("failed in the ledger, all runs", summary.ledger_failed),
         ("never handed to the mail server, all runs (the next run sends them)", summary.ledger_unsent),
         ("escalation(s) sent to a colleague", escalations(summary))) if value]
-    usage = summary.llm_usage()
-    if usage["llm"]:
-        counts += [("reminder paragraphs by the LLM / by template", f"{usage['llm']} / {usage['template']}"),
-                   ("LLM tokens, prompt + completion",
-                    f"{usage['prompt_tokens']} + {usage['completion_tokens']}")]
     lines += [*[f"- **{value}** {label}" for label, value in counts], ""] if counts else []
+    lines += paragraph_section(summary)
     lines += [f"> **Warning:** {_cell(w)}" for w in summary.warnings]
     listed = attention_first(summary.rows[summary.rows["status"] != RowStatus.ALREADY_HANDLED])
     attention = listed[listed["status"].isin(NEEDS_ATTENTION)]

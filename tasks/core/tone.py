@@ -1,226 +1,343 @@
-"""What a drafted paragraph may say (G7), pure: it sets a tone and says nothing else.
+"""A reminder's tone (G7), pure: who the client is by its payment history, which tone and
+reviewed sentences its paragraph takes, and the paragraph they make.
 
-The rule is an allow-list, not a list of what is forbidden: a paragraph is accepted only
-when every word of every sentence is in the bounded tone vocabulary of its locale
-(core.tone_words), or in one of its fixed phrases, and its sentences have the shape of
-prose (a capital letter first, punctuation attached to a word, a bounded count and
-length). The vocabulary holds no number, time, money, payment state, correction,
-destination, contact, threat, promise, third party or negation, so a paragraph cannot
-carry one whatever its spelling: "acme-payments dot ru", "s e t t l e d" and
-"we owe you a refund" each hold a word that is not in the list.
-
-The text is judged as a mail client would show it, after `normalise`: control and format
-characters (zero-width, bidi, soft hyphen, tags) refuse the paragraph, NFKC folds
-full-width and mathematical letters, look-alike letters of other scripts are mapped to
-the Latin letters they imitate (Unicode's confusables, through `confusable_homoglyphs`),
-and whitespace is collapsed. What is accepted is the normalised text, and that is what
-is stored and sent.
-
-A false refusal costs the template paragraph; a false acceptance can cost the client's
-money: the rule errs on the side of refusing.
+A paragraph is a `TonePlan` — a tone and one to three ids of the phrasebook — rendered by
+dueflow from the phrasebook's text (core.phrasebook). The plan is chosen by a model where
+one is configured (core.llm_guard asks for it and checks the answer), else, and whenever
+the model's answer is not a valid plan for the reminder, by `rule_plans`: a deterministic
+choice from the same history, so that every company's reminders follow the client — a
+punctual client's first reminder reads unlike a habitual late payer's second. No word a
+model writes is rendered: a model's answer is only ever read as ids of reviewed sentences.
 """
 
 from __future__ import annotations
 
-import re
-import unicodedata
+import json
 from dataclasses import dataclass
+from datetime import date
 from enum import StrEnum
-from functools import cache
+from functools import lru_cache
 
-from dueflow.tasks.core.tone_words import (
-    CATEGORIES,
-    PAYING,
-    PHRASES,
-    QUANTITY,
-    STEP_PHRASES,
-    THANKS,
-    VOCABULARY,
+import numpy as np
+
+from dueflow.tasks.core.decide import business_dates
+from dueflow.tasks.core.frames import pd
+from dueflow.tasks.core.locales import DEFAULT_LOCALE, SUPPORTED_LOCALES
+from dueflow.tasks.core.phrasebook import (
+    STEP_TONES,
+    Phrasebook,
+    Relationship,
+    Slot,
+    Tone,
+    tones_for,
 )
-
-MIN_CHARS, MAX_CHARS = 30, 700
-MAX_SENTENCES = 5
-MIN_WORDS, MAX_WORDS = 3, 35  # per sentence
-MAX_SINGLE_LETTERS = 2  # in a row: "p a y" is spelling, not prose
-
-_LETTERS = "abcdefghijklmnopqrstuvwxyzáéíóúüñ"
-_PUNCTUATION = ".,;:!?¿¡'-"
-ALLOWED = frozenset(_LETTERS + _LETTERS.upper() + _PUNCTUATION + " ")
-# Typographic variants a model writes for the same mark.
-_TYPOGRAPHY = str.maketrans({"’": "'", "‘": "'", "ʼ": "'", "‐": "-", "‑": "-", "–": "-", "—": "-"})
+from dueflow.tasks.core.validate import as_dates
 
 
-class Rule(StrEnum):
-    """Why a paragraph is refused; branch on this, never on the note's text."""
+class PlanSource(StrEnum):
+    """Who chose a reminder's paragraph (the ledger's `draft_source`)."""
 
-    CONTROL = "control or format character"
-    COMBINING = "combining mark"
-    DIGIT = "digit"
-    CHARACTER = "character outside the tone alphabet"
-    TOO_SHORT = "too short"
-    TOO_LONG = "too long"
-    SENTENCES = "too many sentences"
-    SHAPE = "not a prose sentence"
-    SPELLED_OUT = "spelled-out letters"
-    NUMBER = "number word"
-    TIME = "date, day or deadline word"
-    MONEY = "amount or money word"
-    PAYMENT_STATE = "payment state word"
-    CORRECTION = "correction word"
-    DESTINATION = "destination or contact word"
-    THREAT = "consequence or threat word"
-    PROMISE = "promise word"
-    THIRD_PARTY = "third party word"
-    NEGATION = "negation"
-    WORD = "word outside the tone vocabulary"
-    PAYMENT_QUANTITY = "a quantity or time word in a sentence about paying"
-    PAYMENT_THANKS = "thanks in a sentence about paying"
+    MODEL = "model"  # the model's plan, checked against the reminder's menu
+    RULE = "rule"  # dueflow's rule, from the client's payment history
+    TEMPLATE = "template"  # the step's template paragraph: no plan could be made
 
 
-_CATEGORY_RULES = {
-    "number": Rule.NUMBER, "time": Rule.TIME, "money": Rule.MONEY,
-    "payment_state": Rule.PAYMENT_STATE, "correction": Rule.CORRECTION,
-    "destination": Rule.DESTINATION, "threat": Rule.THREAT, "promise": Rule.PROMISE,
-    "third_party": Rule.THIRD_PARTY, "negation": Rule.NEGATION,
-}
+# `draft_source` of rows an earlier release wrote: a paragraph the model wrote itself. It
+# is never rendered again (G7): such a row is planned anew when it is sent again.
+FREE_TEXT_SOURCE = "llm"
 
 
-@dataclass(frozen=True)
-class Refusal:
-    rule: Rule
-    detail: str = ""
+class Fallback(StrEnum):
+    """Why a reminder's paragraph is not the model's plan: the summary groups by it, code
+    branches on it (never on the note's text)."""
 
-    def __str__(self) -> str:
-        return f"{self.rule.value} ({self.detail})" if self.detail else self.rule.value
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """`text` is the normalised paragraph: the text to store and send when accepted."""
-
-    text: str
-    refusal: Refusal | None
+    MODEL_OFF = "no model configured"
+    RENDERED_AGAIN = "rendered again after its night: the model is asked only when a key is reserved"
+    FREE_TEXT = "free text of an earlier release is never sent: planned again"
+    BUDGET = "the night's budget of model calls was used up"
+    BREAKER = "the model's API failed too often tonight"
+    API_ERROR = "the model's API failed"
+    MODEL_DECLINED = "the model declined to answer"
+    NO_ANSWER = "the model gave no answer"
+    CUT_OFF = "the answer was cut off"
+    TOO_LONG = "the answer is too long"
+    NOT_JSON = "the answer is not one JSON object"
+    NOT_AN_OBJECT = "the answer is not a JSON object"
+    DUPLICATE_FIELD = "the answer names a field twice"
+    MISSING_FIELD = "the answer lacks a field"
+    EXTRA_FIELD = "the answer has a field that is not in the plan"
+    WRONG_TYPE = "a field of the answer has the wrong type"
+    TONE_NOT_OFFERED = "a tone not offered for this reminder"
+    SENTENCE_NOT_OFFERED = "a sentence not offered for this reminder"
+    DUPLICATE_SENTENCE = "a sentence chosen twice"
+    SENTENCE_COUNT = "not one to three sentences"
+    SLOT_TAKEN = "two sentences for one place (opening, body or closing)"
+    NO_BODY = "no body sentence"
+    TONE_MISMATCH = "a sentence that does not carry the chosen tone"
+    NO_PLAN = "the phrasebook has no sentence for this reminder: template paragraph"
 
     @property
-    def accepted(self) -> bool:
-        return self.refusal is None
+    def refused_answer(self) -> bool:
+        """The model answered, and its answer was not a valid plan."""
+        return self in _REFUSALS
 
 
-def _shown(char: str) -> str:
-    return f"U+{ord(char):04X} {unicodedata.name(char, 'unnamed')}"
+_REFUSALS = frozenset({Fallback.MODEL_DECLINED, Fallback.NO_ANSWER, Fallback.CUT_OFF, Fallback.TOO_LONG,
+                       Fallback.NOT_JSON, Fallback.NOT_AN_OBJECT, Fallback.DUPLICATE_FIELD,
+                       Fallback.MISSING_FIELD, Fallback.EXTRA_FIELD, Fallback.WRONG_TYPE,
+                       Fallback.TONE_NOT_OFFERED, Fallback.SENTENCE_NOT_OFFERED,
+                       Fallback.DUPLICATE_SENTENCE, Fallback.SENTENCE_COUNT, Fallback.SLOT_TAKEN,
+                       Fallback.NO_BODY, Fallback.TONE_MISMATCH})
 
 
-@cache
-def _latin(char: str) -> str:
-    """The allowed text a look-alike character imitates, or the character itself."""
-    # Imported here: its table takes 110 ms to load, which a night without drafted
-    # reminders (no LLM) never needs.
-    from confusable_homoglyphs import confusables
+@dataclass(frozen=True)
+class TonePlan:
+    """A paragraph as chosen: a tone and the ids of its sentences, in slot order."""
 
-    found = confusables.is_confusable(char, greedy=True, preferred_aliases=[])
-    for entry in found or ():
-        for glyph in entry["homoglyphs"]:
-            if glyph["c"] and all(c in ALLOWED for c in glyph["c"]):
-                return glyph["c"]
-    return char
+    tone: Tone
+    sentences: tuple[str, ...]
+
+    def as_json(self, relationship: Relationship | None = None) -> str:
+        """What the ledger's `tone_plan` keeps (with the client as dueflow read it)."""
+        stored: dict[str, object] = {"tone": self.tone.value, "sentences": list(self.sentences)}
+        if relationship is not None:
+            stored["client"] = relationship.value
+        return json.dumps(stored, separators=(",", ":"))
 
 
-def normalise(text: str) -> tuple[str, Refusal | None]:
-    """The paragraph as a mail client shows it, or why it cannot be judged at all.
+@dataclass(frozen=True)
+class Draft:
+    """The paragraph of one reminder, who chose it, and why not the model when it did not."""
 
-    Invisible characters are refused rather than removed: a model that writes them is
-    hiding something, and removing them could join what they separate.
+    key: str
+    paragraph: str
+    source: PlanSource
+    plan: TonePlan | None = None
+    relationship: Relationship | None = None
+    fallback: Fallback | None = None  # None: the model's plan (or no paragraph at all)
+    detail: str = ""  # what the fallback is about: the refused id, the HTTP status…
+    answer: str | None = None  # the model's refused answer, cleaned and capped
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    @property
+    def note(self) -> str | None:
+        """The ledger's `draft_note`: why the model's plan is not the one used."""
+        if self.fallback is None:
+            return None
+        prefix = "model answer refused: " if self.fallback.refused_answer else ""
+        return prefix + self.fallback.value + (f" ({self.detail})" if self.detail else "")
+
+    @property
+    def stored_plan(self) -> str | None:
+        return self.plan.as_json(self.relationship) if self.plan else None
+
+
+def read_plan(text: str | None) -> TonePlan | None:
+    """A ledger row's `tone_plan` read back (None when absent or not one)."""
+    try:
+        data = json.loads(text or "")
+        return TonePlan(Tone(data["tone"]), tuple(str(s) for s in data["sentences"]))
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def read_relationship(text: str | None) -> Relationship | None:
+    """The client as the row's `tone_plan` says dueflow read it."""
+    try:
+        return Relationship(json.loads(text or "")["client"])
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+# --------------------------------------------------------------------------- the client
+
+
+def payment_history_frame(raw: pd.DataFrame, timezone: str = "UTC") -> pd.DataFrame:
+    """The rows of sql/client_payment_history_of (the reminded clients' invoices) typed.
+
+    `days_late` is computed here rather than in SQL because date arithmetic differs
+    between SQLite and PostgreSQL: paid_at taken to its date in the business time zone
+    (like every timestamp in dueflow) minus due_date, in days; negative means paid early;
+    NA while unpaid or without a due date. `reminders` counts the reminders surely sent
+    for the invoice (0 when absent)."""
+    frame = raw.reset_index(drop=True)
+    due = as_dates(frame["due_date"])
+    paid = business_dates(frame["paid_at"], timezone)
+    reminders = frame["reminders"] if "reminders" in frame else pd.Series(0, index=frame.index)
+    return pd.DataFrame({
+        "client_id": frame["client_id"].astype("string"),
+        "invoice_id": frame["invoice_id"].astype("string"),
+        "number": frame["number"].astype("string"),
+        "due_date": due.dt.date.astype(object).where(due.notna(), None),
+        "paid_at": paid.dt.date.astype(object).where(paid.notna(), None),
+        "days_late": (paid - due).dt.days.astype("Int64"),
+        "reminders": pd.to_numeric(reminders, errors="coerce").fillna(0).astype("int64"),
+    })
+
+
+LONG_STANDING_DAYS = 730  # a client invoiced for two years or more
+OFTEN_LATE_SHARE = 0.5  # of its settled invoices paid late, or needing a reminder
+OFTEN_LATE_OPEN = 2  # other invoices of its past their due date and unpaid
+
+
+def relationships(reminders: pd.DataFrame, history: pd.DataFrame, as_of: date) -> pd.DataFrame:
+    """Each reminder's client as its other invoices show it, vectorised.
+
+    `reminders`: key, subject_id (the invoice), client_id. `history`: the clients' invoices
+    (`payment_history_frame`: client_id, invoice_id, due_date, paid_at, days_late,
+    reminders). The reminded invoice is not part of its own history. Returns, by key:
+    `previous`, `settled`, `late`, `reminded`, `open_late`, `first_due`, `last_late` and
+    `relationship` — the first that holds of: often late (half its settled invoices paid
+    late or after a reminder, or two others past due), new (nothing settled yet), lately
+    late (its last settled invoice was paid late), long-standing (invoiced for two years),
+    punctual.
     """
-    spaced = "".join(" " if c.isspace() else c for c in str(text))
-    for char in spaced:
-        if unicodedata.category(char)[0] == "C":  # Cc Cf Cs Co Cn: control, format, unassigned
-            return spaced, Refusal(Rule.CONTROL, _shown(char))
-    folded = unicodedata.normalize("NFKC", spaced).translate(_TYPOGRAPHY)
-    for char in folded:
-        if unicodedata.category(char)[0] == "M":  # left over when NFKC cannot compose it
-            return folded, Refusal(Rule.COMBINING, _shown(char))
-        if unicodedata.category(char)[0] == "C":  # NFKC can make some (rare, but refuse)
-            return folded, Refusal(Rule.CONTROL, _shown(char))
-    # Only what is not ASCII is mapped: the confusables table would also turn the digit 1
-    # into the letter l, and a digit must be refused as a digit.
-    mapped = "".join(c if c.isascii() or c.isdigit() else _latin(c) for c in folded)
-    # NFKC again: a mapped letter next to an accent could now compose differently.
-    return " ".join(unicodedata.normalize("NFKC", mapped).split()), None
+    keys = pd.Index(reminders["key"].astype(str), name="key")
+    counts = ["previous", "settled", "late", "reminded", "open_late"]
+    stats = pd.DataFrame(dict.fromkeys(counts, 0) | {"first_due": pd.NaT, "last_late": False}, index=keys)
+    if not history.empty and not reminders.empty:
+        # Each client's invoices counted once, then each reminder's own invoice taken out of
+        # its client's counts: linear in the rows, however many reminders a client has.
+        invoices = history.assign(client_id=history["client_id"].astype(str),
+                                  invoice_id=history["invoice_id"].astype(str)).drop_duplicates(
+                                      ["client_id", "invoice_id"])
+        due = as_dates(invoices["due_date"])
+        settled = invoices["paid_at"].notna()
+        late = settled & (pd.to_numeric(invoices["days_late"], errors="coerce") > 0).fillna(False)
+        reminded = settled & (pd.to_numeric(invoices["reminders"], errors="coerce").fillna(0) > 0)
+        open_late = ~settled & (due < pd.Timestamp(as_of)).fillna(False)
+        flags = {"settled": settled, "late": late, "reminded": late | reminded, "open_late": open_late}
+        as_counts = {name: flag.astype(bool).astype("int64") for name, flag in flags.items()}
+        invoices = invoices.assign(due=due, previous=1, **as_counts)
+        per_client = invoices.groupby("client_id")[counts].sum().join(
+            invoices.groupby("client_id")["due"].min().rename("first_due"))
+        own = reminders[["subject_id", "client_id"]].astype(str).merge(
+            invoices[["client_id", "invoice_id", *counts]], how="left", left_on=["client_id", "subject_id"],
+            right_on=["client_id", "invoice_id"])[counts].fillna(0).astype("int64")
+        theirs = per_client.reindex(reminders["client_id"].astype(str).to_numpy())
+        stats[counts] = (theirs[counts].fillna(0).astype("int64").to_numpy() - own.to_numpy())
+        stats["first_due"] = theirs["first_due"].to_numpy()  # its own invoice included: never the oldest
+        tonight = invoices["invoice_id"].isin(reminders["subject_id"].astype(str))
+        last = (invoices[invoices["settled"].astype(bool) & ~tonight].sort_values("due")
+                .groupby("client_id")["late"].last().astype(bool))
+        clients = reminders["client_id"].astype(str).to_numpy()
+        stats["last_late"] = last.reindex(clients).fillna(False).to_numpy(dtype=bool)
+    settled_n = stats["settled"].astype("int64")
+    share = stats["reminded"].astype("float64") / settled_n.where(settled_n > 0)
+    often = (((settled_n >= 2) & (share >= OFTEN_LATE_SHARE))
+             | (stats["open_late"].astype("int64") >= OFTEN_LATE_OPEN))
+    tenure = (pd.Timestamp(as_of) - pd.to_datetime(stats["first_due"])).dt.days
+    relationship = np.select(
+        [often.to_numpy(), (settled_n == 0).to_numpy(), stats["last_late"].astype(bool).to_numpy(),
+         (tenure >= LONG_STANDING_DAYS).fillna(False).to_numpy()],
+        [Relationship.OFTEN_LATE.value, Relationship.NEW.value, Relationship.LATELY_LATE.value,
+         Relationship.LONG_STANDING.value], Relationship.PUNCTUAL.value)
+    return stats.assign(relationship=relationship)
 
 
-_WORD = re.compile(rf"[{_LETTERS}]+(?:['-][{_LETTERS}]+)*")
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
-# A sentence: optional opening mark, words separated by a space or by , ; : attached to
-# the word before, and one closing mark. Anything else ("evil.example", "pay . us",
-# "-> here") is not the shape of prose.
-_SENTENCE = re.compile(
-    rf"[¿¡]?[{_LETTERS.upper()}][{_LETTERS}'-]*(?:[,;:]?\s[¿¡]?[{_LETTERS}{_LETTERS.upper()}]"
-    rf"[{_LETTERS}{_LETTERS.upper()}'-]*)*[.!?]+",
-)
+# --------------------------------------------------------------------------- the rule
+
+# The rule's tone for each step and client; before the due date it takes the mildest of
+# the step's tones instead of the firmest (phrasebook.NOT_BEFORE_DUE).
+RULE_TONES: dict[str, dict[Relationship, Tone]] = {
+    "REMINDED_1": {Relationship.NEW: Tone.WARM, Relationship.PUNCTUAL: Tone.WARM,
+                   Relationship.LONG_STANDING: Tone.APPRECIATIVE, Relationship.LATELY_LATE: Tone.NEUTRAL,
+                   Relationship.OFTEN_LATE: Tone.FIRM},
+    "REMINDED_2": {Relationship.NEW: Tone.FIRM, Relationship.PUNCTUAL: Tone.NEUTRAL,
+                   Relationship.LONG_STANDING: Tone.NEUTRAL, Relationship.LATELY_LATE: Tone.FIRM,
+                   Relationship.OFTEN_LATE: Tone.PRESSING},
+}
+assert all(tone in STEP_TONES[step] for step, tones in RULE_TONES.items() for tone in tones.values())
 
 
-def _phrase_spans(words: list[str], locale: str, step: str | None) -> set[int]:
-    """Indexes of the words that belong to an allowed fixed phrase."""
-    covered: set[int] = set()
-    for phrase in (*PHRASES[locale], *STEP_PHRASES.get(step or "", {}).get(locale, ())):
-        size = len(phrase)
-        for start in range(len(words) - size + 1):
-            if tuple(words[start:start + size]) == phrase:
-                covered.update(range(start, start + size))
-    return covered
+def rule_tone(step: str, relationship: Relationship, not_yet_due: bool) -> Tone:
+    tone = RULE_TONES[step][relationship]
+    allowed = tones_for(step, not_yet_due)
+    return tone if tone in allowed else allowed[-1]
 
 
-def _word_refusal(word: str, locale: str) -> Refusal:
-    for name, members in CATEGORIES[locale].items():
-        if word in members or any(part in members for part in word.split("-")):
-            return Refusal(_CATEGORY_RULES[name], repr(word))
-    return Refusal(Rule.WORD, repr(word[:40]))
+# The rule's tone for every step, client and due state, keyed as rule_plans looks it up.
+_RULE_TONE = pd.Series({f"{step}|{rel.value}|{early}": rule_tone(step, rel, early).value
+                        for step in RULE_TONES for rel in Relationship for early in (False, True)},
+                       dtype=object)
 
 
-def _known(word: str, vocabulary: frozenset[str]) -> bool:
-    # A compound passes when it is listed whole or when each of its parts is listed.
-    return word in vocabulary or ("-" in word and all(p in vocabulary for p in word.split("-")))
+@lru_cache(maxsize=8)
+def _menu_maps(book: Phrasebook) -> tuple[pd.Series, pd.Series]:
+    """For each "locale|step|relationship|tone|slot" a sentence may fill: how many sentences
+    can, and which is at each position ("…|slot|n"), by id: what rule_plans looks up."""
+    groups: dict[str, list[str]] = {}
+    for s in book.sentences:
+        for step in s.steps:
+            for rel in Relationship:
+                if s.suits(step, rel):
+                    for tone in s.tones:
+                        group = f"{s.locale}|{step}|{rel.value}|{tone.value}|{s.slot.value}"
+                        groups.setdefault(group, []).append(s.id)
+    sizes = pd.Series({group: len(ids) for group, ids in groups.items()}, dtype="uint64")
+    at = pd.Series({f"{group}|{n}": sentence_id for group, ids in groups.items()
+                    for n, sentence_id in enumerate(sorted(ids))}, dtype=object)
+    return sizes, at
 
 
-def judge(text: str, locale: str, step: str | None = None) -> Verdict:
-    """Accept the paragraph for `locale` ("en" or "es") and reminder `step`, or say why not."""
-    if locale not in VOCABULARY:
-        raise ValueError(f"no tone vocabulary for locale {locale!r}; use one of {sorted(VOCABULARY)}")
-    shown, refusal = normalise(text)
-    if refusal:
-        return Verdict(shown, refusal)
-    for char in shown:
-        if char.isdigit():
-            return Verdict(shown, Refusal(Rule.DIGIT, repr(char)))
-        if char not in ALLOWED:
-            return Verdict(shown, Refusal(Rule.CHARACTER, _shown(char)))
-    if len(shown) < MIN_CHARS:
-        return Verdict(shown, Refusal(Rule.TOO_SHORT, f"{len(shown)} characters, minimum {MIN_CHARS}"))
-    if len(shown) > MAX_CHARS:
-        return Verdict(shown, Refusal(Rule.TOO_LONG, f"{len(shown)} characters, maximum {MAX_CHARS}"))
-    sentences = _SENTENCE_END.split(shown)
-    if len(sentences) > MAX_SENTENCES:
-        return Verdict(shown, Refusal(Rule.SENTENCES, f"{len(sentences)}, maximum {MAX_SENTENCES}"))
-    vocabulary = VOCABULARY[locale]
-    for sentence in sentences:
-        if not _SENTENCE.fullmatch(sentence):
-            return Verdict(shown, Refusal(Rule.SHAPE, repr(sentence[:40])))
-        words = _WORD.findall(sentence.lower())
-        if not MIN_WORDS <= len(words) <= MAX_WORDS:
-            return Verdict(shown, Refusal(Rule.SHAPE, f"{len(words)} words, {MIN_WORDS} to {MAX_WORDS}"))
-        run = 0
-        for word in words:
-            run = run + 1 if len(word) == 1 else 0
-            if run > MAX_SINGLE_LETTERS:
-                return Verdict(shown, Refusal(Rule.SPELLED_OUT, repr(sentence[:40])))
-        phrased = _phrase_spans(words, locale, step)
-        for index, word in enumerate(words):
-            if index not in phrased and not _known(word, vocabulary):
-                return Verdict(shown, _word_refusal(word, locale))
-        free = [word for index, word in enumerate(words) if index not in phrased]
-        if PAYING[locale] & set(words):
-            if found := next((w for w in free if w in QUANTITY[locale]), None):
-                return Verdict(shown, Refusal(Rule.PAYMENT_QUANTITY, repr(found)))
-            if found := next((w for w in free if w in THANKS[locale]), None):
-                return Verdict(shown, Refusal(Rule.PAYMENT_THANKS, repr(found)))
-    return Verdict(shown, None)
+def rule_plans(reminders: pd.DataFrame, book: Phrasebook) -> pd.DataFrame:
+    """dueflow's plan of each reminder, vectorised: the rule's tone for its step and client
+    (`RULE_TONES`), then per slot one of the sentences that fit — picked by a stable hash
+    of the key, so that clients read different sentences and a key always the same.
+
+    `reminders`: key, locale, step, relationship, not_yet_due. Returns, by key: tone and
+    the chosen id of each slot (None where the book has none; a row without a body has no
+    plan: the template paragraph)."""
+    index = pd.Index(reminders["key"].astype(str), name="key")
+    out = pd.DataFrame(index=index, columns=["tone", *[slot.value for slot in Slot]], dtype=object)
+    if reminders.empty:
+        return out
+    step = reminders["step"].astype(str).to_numpy(dtype=object)
+    relationship = reminders["relationship"].astype(str).to_numpy(dtype=object)
+    early = np.where(reminders["not_yet_due"].astype(bool).to_numpy(), "True", "False").astype(object)
+    tone = pd.Series(step + "|" + relationship + "|" + early, index=index).map(_RULE_TONE)
+    out["tone"] = tone
+    sizes, at = _menu_maps(book)
+    base = reminders["locale"].astype(str).to_numpy(dtype=object) + "|" + step + "|" + relationship + "|"
+    keys = pd.Series(index.to_numpy(dtype=object), index=index)
+    for slot in Slot:
+        group = pd.Series(base + tone.to_numpy(dtype=object) + "|" + slot.value, index=index)
+        size = group.map(sizes)
+        has = size.notna().to_numpy()
+        if not has.any():
+            continue
+        seed = pd.util.hash_pandas_object(keys[has] + "/" + slot.value, index=False).to_numpy()
+        position = (seed % size[has].to_numpy(dtype="uint64")).astype(str).astype(object)
+        out.loc[has, slot.value] = (group[has] + "|" + position).map(at)
+    return out
+
+
+def plan_reminders(reminders: pd.DataFrame, history: pd.DataFrame, as_of: date,
+                   book: Phrasebook) -> pd.DataFrame:
+    """dueflow's reading of each reminder (key, subject_id, client_id, step, locale,
+    due_date) on `as_of`: its client (`relationships`), whether it is not yet due (or has
+    no due date: never pressed), and the rule's plan (`rule_plans`), by key."""
+    if reminders.empty:
+        return pd.DataFrame(columns=["relationship", "not_yet_due", "tone", *[s.value for s in Slot]])
+    standing = relationships(reminders, history, as_of)
+    due = as_dates(reminders["due_date"]).to_numpy()
+    not_yet_due = ~(due <= np.datetime64(as_of, "ns"))  # NaT compares False: unknown is not yet due
+    locale = reminders["locale"]  # decided rows carry a supported locale; anything else is written in English
+    facts = pd.DataFrame({"key": reminders["key"].astype(str).to_numpy(),
+                          "locale": locale.where(locale.isin(SUPPORTED_LOCALES), DEFAULT_LOCALE).to_numpy(),
+                          "step": reminders["step"].to_numpy(),
+                          "relationship": standing["relationship"].to_numpy(), "not_yet_due": not_yet_due})
+    return facts.set_index("key")[["relationship", "not_yet_due"]].join(rule_plans(facts, book))
+
+
+def plan_of(row: pd.Series) -> TonePlan | None:
+    """One row of `plan_reminders` as a plan (None without a body sentence)."""
+    return plan_from(row["tone"], row[Slot.OPENING.value], row[Slot.BODY.value], row[Slot.CLOSING.value])
+
+
+def plan_from(tone: object, opening: object, body: object, closing: object) -> TonePlan | None:
+    """The plan of a tone and its slots' ids (None without a body sentence)."""
+    if not isinstance(body, str):
+        return None
+    return TonePlan(Tone(str(tone)), tuple(i for i in (opening, body, closing) if isinstance(i, str)))

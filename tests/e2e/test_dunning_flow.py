@@ -11,6 +11,8 @@ from sqlalchemy import text
 from dueflow.flows.nightly_alerts import nightly_alerts
 from dueflow.tasks.adapters import db
 from dueflow.tasks.core.decide import due_dunning_steps
+from dueflow.tasks.core.phrasebook import NOT_BEFORE_DUE, tones_for
+from dueflow.tasks.core.tone import read_plan
 from tests.helpers.concurrency import race
 from tests.helpers.factories import client, insert, invoice, mark_paid, sourced
 
@@ -71,8 +73,14 @@ def test_dunning_calendar_delivers_exactly_the_expected_emails(run_env, smtp_sin
     body = reminder.get_body(("plain",)).get_content()
     assert "F-spanish" in body and "980,40\xa0€" in body and "Vencimiento" in body
     firm = messages["dunning/overdue/REMINDED_2"].get_body(("plain",)).get_content()
-    # Firm, and worded for an invoice not due yet (the template paragraph fits the day).
-    assert "reaches us by the due date" in firm and "falls due in 42 days, on 28 February 2027" in firm
+    # The second reminder of an invoice not due yet: its facts say so, and its paragraph is
+    # the rule's plan of reviewed sentences in a tone that does not press (NOT_BEFORE_DUE).
+    assert "falls due in 42 days, on 28 February 2027" in firm
+    plan = db.read_frame(db.engine_for(url), "SELECT tone_plan, paragraph FROM dueflow_ledger"
+                         " WHERE key = 'dunning/overdue/REMINDED_2'", {}).iloc[0]
+    tone = read_plan(plan["tone_plan"])
+    assert tone is not None and tone.tone in tones_for("REMINDED_2", not_yet_due=True)
+    assert tone.tone is not NOT_BEFORE_DUE["REMINDED_2"] and plan["paragraph"] in firm
     assert "without further delay" not in firm
     assert "overdue" not in firm.replace("F-overdue", "")  # day 13: not due yet
     escalation = messages["dunning/overdue/OVERDUE"]

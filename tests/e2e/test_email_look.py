@@ -21,6 +21,9 @@ from dueflow.blocks.settings import ConfigError
 from dueflow.flows.nightly_alerts import nightly_alerts
 from dueflow.tasks.adapters import db
 from dueflow.tasks.core.addresses import Mailbox
+from dueflow.tasks.core.llm_guard import rule_drafts
+from dueflow.tasks.core.locales import SUPPORTED_LOCALES
+from dueflow.tasks.core.phrasebook import default_phrasebook
 from dueflow.tasks.core.render import EmailLook, compose_dunning_emails, compose_renewal_alerts
 from tests.helpers.factories import client, contract, insert, invoice
 
@@ -150,17 +153,18 @@ def sample_emails(look: EmailLook) -> dict[str, str]:
         "client_id": "cl-1", "client_name": "Distribuciones Ñandú del Mediterráneo, S.L.",
         "client_email": "cuentas.por.pagar@distribuciones-nandu-mediterraneo.example", "locale": locale,
     } for n, (step, rank, locale) in enumerate([("REMINDED_1", 1, "en"), ("REMINDED_2", 2, "es"),
-                                                 ("OVERDUE", 3, "en")])])
+                                                 ("OVERDUE", 3, "en"), ("REMINDED_1", 1, "de")])])
     history = pd.DataFrame({"subject_id": ["inv-2", "inv-2"], "step": ["REMINDED_1", "REMINDED_2"],
                             "step_rank": [1, 2], "as_of": ["2027-02-10", "2027-02-17"],
                             "attempt_as_of": [None, None], "status": ["sent", "adopted"]})
     pages = {}
-    for locale in ("en", "es"):
+    for locale in SUPPORTED_LOCALES:
         [email] = compose_renewal_alerts(renewal, locale, sender, look).emails
         pages[f"renewal-{locale}"] = email.body_html
-    composed = compose_dunning_emails(dunning, history, sender, as_of=date(2027, 3, 1), look=look)
-    for email in composed.emails:
-        pages[email.key.split("/")[-1].lower()] = email.body_html
+    drafts = {d.key: d for d in rule_drafts(dunning, pd.DataFrame(), date(2027, 3, 1), default_phrasebook())}
+    composed = compose_dunning_emails(dunning, history, sender, drafts, as_of=date(2027, 3, 1), look=look)
+    for email, row in zip(composed.emails, dunning.itertuples(), strict=True):
+        pages[f"{row.step.lower()}-{row.locale}"] = email.body_html
     return pages
 
 

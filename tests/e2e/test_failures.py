@@ -24,6 +24,11 @@ SENDER = Mailbox("alerts@dueflow.test")
 
 AS_OF = date(2027, 1, 1)
 RENEWAL = AS_OF + timedelta(days=30)
+MODEL_PLAN = ('{"tone": "appreciative", "sentences": ["open.any.moment", "body.appreciative.trust",'
+              ' "close.thanks.help"], "client": "new"}')
+MODEL_PARAGRAPH = (
+    "Thank you for taking a moment to read this message. We are grateful for your trust and for your"
+    " attention to this reminder. We appreciate your help with this.")
 
 
 def key(cid: str) -> str:
@@ -234,9 +239,10 @@ def test_a_retry_goes_where_the_data_now_says(run_env, smtp_sink):
     nightly_alerts(as_of=AS_OF, retry_backoff_minutes=0)
     dunning_key = "dunning/inv/REMINDED_1"
     assert statuses(url)[dunning_key] == "failed"
-    with db.engine_for(url).begin() as conn:  # the model's paragraph, as a drafting run stores it
-        conn.execute(text("UPDATE dueflow_ledger SET draft_source = 'llm', paragraph = :p WHERE key = :k"),
-                     {"p": "Thank you for working with us.", "k": dunning_key})
+    with db.engine_for(url).begin() as conn:  # the model's plan, as a planning run stores it
+        conn.execute(text("UPDATE dueflow_ledger SET draft_source = 'model', tone_plan = :plan,"
+                          " paragraph = :p WHERE key = :k"),
+                     {"plan": MODEL_PLAN, "p": MODEL_PARAGRAPH, "k": dunning_key})
         for cid in ["moved", "refused", "doubt"]:
             conn.execute(text("UPDATE contracts SET notify_email = :e WHERE id = :id"),
                          {"e": f"{cid}-new@example.com", "id": cid})
@@ -250,7 +256,7 @@ def test_a_retry_goes_where_the_data_now_says(run_env, smtp_sink):
     assert [m["To"] for m in (received[key("moved")], received[key("refused")], received[dunning_key])] == [
         "moved-new@example.com", "refused-new@example.com", "ap@clients.example"]
     assert sorted(smtp_sink.keys()) == sorted(received)  # each once
-    assert "Thank you for working with us." in received[dunning_key].get_body(("plain",)).get_content()
+    assert MODEL_PARAGRAPH in received[dunning_key].get_body(("plain",)).get_content()  # as stored
     ledger = db.read_frame(db.engine_for(url), "SELECT key, status, recipient, previous_recipient"
                            " FROM dueflow_ledger", {}).set_index("key")
     assert ledger.loc[key("moved"), ["status", "recipient", "previous_recipient"]].tolist() == [

@@ -31,6 +31,7 @@ from dueflow.blocks.settings import Settings
 from dueflow.flows.forecast import forecast_flow
 from dueflow.flows.nightly_alerts import nightly_alerts
 from dueflow.tasks.adapters import db
+from dueflow.tasks.core.tone import PlanSource
 from dueflow.tasks.forecast import forecast
 from tests import examples
 from tests.conftest import pg_schema
@@ -52,7 +53,8 @@ delays = [2, 3, 2]
 unit = "business"
 escalation_to = "kam@corp.example"
 """
-PARAGRAPH = re.compile(r" \[(template|llm) paragraph\]$")
+# What a dry run adds to a reminder's subject: who planned its paragraph (the forecast asks no one).
+PARAGRAPH = re.compile(rf" \[({'|'.join(PlanSource)}) paragraph\]$")
 
 
 @contextmanager

@@ -22,6 +22,7 @@ import httpx
 import pytest
 
 from dueflow.tasks.adapters import db
+from dueflow.tasks.core.locales import SUPPORTED_LOCALES
 from tests.helpers.concurrency import wait_for
 from tests.helpers.factories import client, contract, insert, invoice
 from tests.helpers.smtp_server import SmtpSink
@@ -122,7 +123,7 @@ def test_prefect_yaml_deploys_from_a_fresh_clone_with_its_schedule_limit_and_for
     form = d["parameter_openapi_schema"]["properties"]
     assert all(field.get("description") for field in form.values()), form  # every field explained
     assert "today in the business time zone" in form["as_of"]["description"]
-    assert form["renewal_locale"]["enum"] == ["en", "es"]
+    assert form["renewal_locale"]["enum"] == list(SUPPORTED_LOCALES)
     # Optional values are plain fields, left empty (no "date | None" switch in the form).
     assert (form["as_of"]["type"], form["as_of"]["default"]) == ("string", "")  # empty: today
     assert "anyOf" not in form["as_of"]

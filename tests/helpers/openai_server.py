@@ -2,7 +2,8 @@
 
 Scripted per test through `behaviour`:
 
-- "ok": a JSON object {"paragraph": ..., "tone": ...} built from `reply`;
+- "ok": `reply` as JSON, or (`reply` None, the default) a valid tone plan for the request's
+  own menu (bench.corpora.answers.valid_plan): what a model that follows the request answers;
 - "slow": the same, after waiting `delay` seconds (released early by `stop`);
 - "http500" / "http429": an OpenAI-style error body with that status;
 - "malformed": prose instead of JSON;
@@ -28,20 +29,15 @@ from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from bench.corpora.answers import valid_plan
+
 Behaviour = str | Callable[[dict[str, Any]], str]
 BEHAVIOURS = ("ok", "slow", "http500", "http429", "malformed", "refusal")
-
-DEFAULT_REPLY = {
-    "paragraph": ("We appreciate your business and know that invoices can be overlooked. "
-                  "Please let us know if you have any question about this invoice."),
-    "tone": "friendly",
-}
-
 
 class OpenAIStub:
     def __init__(self) -> None:
         self.behaviour: Behaviour = "ok"
-        self.reply: dict[str, Any] = dict(DEFAULT_REPLY)
+        self.reply: dict[str, Any] | None = None
         self.delay = 5.0
         self.usage = (120, 40)  # prompt_tokens, completion_tokens of every reply
         self.barrier: threading.Barrier | None = None
@@ -105,7 +101,7 @@ class OpenAIStub:
             elif behaviour == "malformed":
                 content = "Sure! Here is a friendly paragraph: we value your business."
             elif behaviour in ("ok", "slow"):
-                content = json.dumps(self.reply)
+                content = json.dumps(self.reply if self.reply is not None else valid_plan(body))
             else:
                 raise ValueError(f"unknown behaviour {behaviour!r}; use one of {BEHAVIOURS} or a callable")
             message = {"role": "assistant", "content": content, "refusal": None, "annotations": []}

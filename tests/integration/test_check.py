@@ -74,7 +74,7 @@ def test_everything_set_up_is_all_ok_and_nothing_is_sent_or_drafted(
     assert items["sources"].startswith("ok sources: read in")
     assert "model local-model offered" in result.stdout
     assert f"Prefect API: {prefect_server} answers" in result.stdout
-    assert "8 sample emails render" in items["templates"]
+    assert "12 sample emails render" in items["templates"]
     assert tls_sink.messages == [] and tls_sink.data_seen == []
     assert llm.model_lists == 1 and llm.requests == []  # listed the models, drafted nothing
     assert PASSWORD not in result.stdout + result.stderr and "sk-check-key" not in result.stdout
@@ -176,3 +176,47 @@ def test_check_names_the_partial_index_of_open_invoices_the_dunning_candidates_r
     [advice] = open_invoices()
     assert advice.statement.startswith("CREATE INDEX ON ")
     assert advice.statement.endswith('"invoices" ("status") WHERE "paid_at" IS NULL;'), advice.statement
+
+
+OWN_PHRASEBOOK = """disabled = ["open.any.well"]
+[[sentence]]
+id = "acme.open.partner"
+locale = "en"
+slot = "opening"
+fits = ["long_standing"]
+text = "As a long standing Acme partner, you know how we work."
+"""
+
+
+def test_the_phrasebook_is_listed_for_review_with_the_companys_own_and_a_reader_may_leave_early(
+        ready_db, tmp_path):
+    """`dueflow check --phrasebook` as a process: dueflow's sentences and the company's, each
+    with what it may be chosen for; piped into `head`, the command ends quietly."""
+    import os
+    import subprocess
+    import sys
+
+    own = tmp_path / "own.toml"
+    own.write_text(OWN_PHRASEBOOK, encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DUEFLOW_", "OPENAI_"))} | {
+        "DUEFLOW_DATABASE_URL": ready_db, "DUEFLOW_MAIL_URL": f"file://{tmp_path / 'outbox'}",
+        "DUEFLOW_ESCALATION_TO": "collections@corp.example", "DUEFLOW_PHRASEBOOK_FILE": str(own)}
+    command = [str(Path(sys.executable).parent / "dueflow"), "check", "--phrasebook"]
+    whole = subprocess.run(command, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert whole.returncode == 0, whole.stdout + whole.stderr
+    phrasebook = lines(whole.stdout)["phrasebook"]
+    # one of dueflow's sentences turned off in every locale, one of the company's added in English
+    assert "en 63, de 62, es 62 sentences" in phrasebook and ": 1 of yours" in phrasebook
+    listed = whole.stdout.splitlines()
+    at = listed.index("    opening  acme.open.partner  (every step; every tone; long_standing; "
+                      f"DUEFLOW_PHRASEBOOK_FILE {own})")
+    assert listed[at + 1].strip() == "As a long standing Acme partner, you know how we work."
+    assert "open.any.well " not in whole.stdout  # turned off, in every locale
+
+    with subprocess.Popen(command, env=env, cwd=tmp_path, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True) as early:
+        assert early.stdout is not None and early.stdout.readline().startswith("ok")
+        early.stdout.close()  # what `| head -1` does
+        code = early.wait(timeout=120)
+        stderr = early.stderr.read() if early.stderr else ""
+    assert code in (0, 141) and "Traceback" not in stderr and "BrokenPipe" not in stderr, stderr

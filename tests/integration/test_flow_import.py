@@ -42,6 +42,6 @@ def test_prefect_reads_every_parameter_annotation():
     from dueflow.flows.nightly_alerts import nightly_alerts
 
     form = parameter_schema(nightly_alerts.fn).model_dump()["properties"]
-    assert form["renewal_locale"]["enum"] == ["en", "es"]
+    assert form["renewal_locale"]["enum"] == ["en", "de", "es"]  # the packaged words files
     assert form["dunning_start"]["enum"] == ["sent", "due"]
     assert form["renewal_leads"]["type"] == "array"

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import inspect, text
 
+from dueflow.sql.migrations import HEAD
 from dueflow.tasks.adapters import db
 from dueflow.tasks.core.addresses import Mailbox
 from dueflow.tasks.jobs import RenewalJob
@@ -233,9 +234,59 @@ def test_the_one_select_reading_of_the_version_agrees_with_alembic(backend, tmp_
         db.init_db(engine)
         assert db._ledger_is_current(engine) and not db.ledger_version(engine).behind
         assert db.ledger_problems(engine) == []
-        for revision, words in (("0003", "this dueflow needs 0004"), ("0099", "newer than this dueflow")):
+        for revision, words in (("0003", f"this dueflow needs {HEAD}"), ("0099", "newer than this dueflow")):
             with engine.begin() as conn:
                 conn.execute(text("UPDATE dueflow_schema_version SET version_num = :v"), {"v": revision})
             assert not db._ledger_is_current(engine)
             (problem,) = db.ledger_problems(engine)
             assert f"the ledger is at version {revision}" in problem and words in problem
+
+
+FREE_TEXT_ROWS = [  # rows of a release whose model wrote the paragraph (draft_source 'llm')
+    ("dunning/i1/REMINDED_1", "pending", None, "llm"),  # never claimed: withdrawn
+    ("dunning/i2/REMINDED_1", "pending", "2027-01-09 10:00:00+00:00", "llm"),  # claimed: kept
+    ("dunning/i3/REMINDED_1", "sent", "2027-01-09 10:00:00+00:00", "llm"),  # its history
+    ("dunning/i4/REMINDED_1", "pending", None, "template"),  # no model words: kept
+]
+
+
+@pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgresql", marks=pytest.mark.pg)])
+def test_upgrading_withdraws_free_text_a_model_wrote_from_rows_not_yet_handed_to_smtp(backend, tmp_path):
+    """Migration 0005 (G7): a pending row no delivery claimed loses the message an earlier
+    release stored with a model's own paragraph, so that it is rendered again and planned
+    anew; what was sent or may have been handed to SMTP keeps its message as history."""
+    from alembic import command
+
+    with two_databases(backend, tmp_path) as (url, _):
+        engine = db.engine_for(url)
+        with db.writing(engine) as conn:
+            schema = conn.exec_driver_sql("SELECT current_schema()").scalar() \
+                if db.dialect(engine) == "postgresql" else None
+            command.upgrade(db._alembic_config(conn, schema), "0004")
+            for key, status, claimed, source in FREE_TEXT_ROWS:
+                conn.execute(text(
+                    "INSERT INTO dueflow_ledger (key, job, subject_id, cycle, step, step_rank, status,"
+                    " as_of, recipient, sending_at, subject, body_text, body_html, paragraph,"
+                    " draft_source) VALUES (:key, 'dunning', :id, '2027-01-01', 'REMINDED_1', 1,"
+                    " :status, '2027-01-09', 'ap@client.example', :claimed, 'Invoice overdue',"
+                    " 'Please pay our client instead.', '<p>Please pay our client instead.</p>',"
+                    " 'Please pay our client instead.', :source)"),
+                    {"key": key, "id": key.split("/")[1], "status": status, "claimed": claimed,
+                     "source": source})
+        assert db.ledger_version(engine).current == "0004"
+
+        db.init_db(engine)
+        with engine.connect() as conn:
+            rows = {row.key: row for row in conn.execute(text(
+                "SELECT key, status, subject, body_text, body_html, paragraph, draft_note, tone_plan,"
+                " refused_answer FROM dueflow_ledger"))}
+        withdrawn = rows["dunning/i1/REMINDED_1"]
+        assert withdrawn.status == "pending"  # still owed: the next run renders it again
+        assert (withdrawn.subject, withdrawn.body_text, withdrawn.body_html, withdrawn.paragraph) == (
+            None, None, None, None)
+        assert "withdrawn before sending" in withdrawn.draft_note
+        for key in ("dunning/i2/REMINDED_1", "dunning/i3/REMINDED_1", "dunning/i4/REMINDED_1"):
+            assert rows[key].body_text == "Please pay our client instead.", key
+            assert rows[key].draft_note is None
+        assert all(row.tone_plan is None and row.refused_answer is None for row in rows.values())
+        assert len(rows) == len(FREE_TEXT_ROWS)  # every row kept

@@ -1,6 +1,6 @@
 """The emails as their readers see them, in every state the wording depends on: a first and a
-second reminder before, on and after the due date, in English and Spanish, composed as the
-flow composes them (the template paragraph of a run without the LLM included); and the
+second reminder before, on and after the due date, in every locale, composed as the flow
+composes them (the paragraph dueflow's rule plans without a model included); and the
 escalation, which names the client as the one who owes and says plainly what each earlier
 step was. Rendered, never sent: fast."""
 
@@ -13,8 +13,9 @@ import pandas as pd
 import pytest
 
 from dueflow.tasks.core.addresses import Mailbox
-from dueflow.tasks.core.llm_guard import OFF_NOTE, reminders, template_draft
+from dueflow.tasks.core.llm_guard import rule_drafts
 from dueflow.tasks.core.message import OutgoingEmail
+from dueflow.tasks.core.phrasebook import default_phrasebook
 from dueflow.tasks.core.render import EmailLook, compose_dunning_emails
 
 SENDER = Mailbox("billing@harbour.example", "Harbour Supplies")
@@ -23,6 +24,8 @@ LOOK = EmailLook(company="Harbour Supplies Ltd", payment_instructions="IBAN GB33
 # Words that belong only to a late invoice, per reader.
 LATE = {"en": re.compile(r"overdue|past due|was due|slip through|without further delay|still unpaid|"
                          r"preventing payment", re.IGNORECASE),
+        "de": re.compile(r"überfällig|fällig war|war am .{3,20} fällig|untergehen|Aufschub|unbezahlt|"
+                         r"im Wege", re.IGNORECASE),
         "es": re.compile(r"vencid|venció|retraso|desapercibida|sin más demora|sigue sin pagarse|"
                          r"le impide", re.IGNORECASE)}
 
@@ -30,7 +33,7 @@ LATE = {"en": re.compile(r"overdue|past due|was due|slip through|without further
 def compose(step: str, locale: str, due_in: int, history: list[tuple[str, int, str]] = (),  # type: ignore[assignment]
             client: str = "Contoso Retail") -> OutgoingEmail:
     """One reminder or escalation of invoice 2026-0108, due `due_in` days after AS_OF, with
-    the template paragraph a run without the LLM uses (template_draft)."""
+    the paragraph a run without a model plans (rule_drafts)."""
     key = f"dunning/inv-108/{step}"
     due = pd.DataFrame([{
         "key": key, "subject_id": "inv-108", "step": step, "step_rank": {"REMINDED_1": 1, "REMINDED_2": 2,
@@ -44,7 +47,7 @@ def compose(step: str, locale: str, due_in: int, history: list[tuple[str, int, s
                            "as_of": (AS_OF - timedelta(days=ago)).isoformat(), "status": status}
                           for s, ago, status in history],
                          columns=["subject_id", "step", "step_rank", "as_of", "status"])
-    drafts = {r.key: template_draft(r, OFF_NOTE) for r in reminders(due)}
+    drafts = {d.key: d for d in rule_drafts(due, pd.DataFrame(), AS_OF, default_phrasebook())}
     composed = compose_dunning_emails(due, steps, SENDER, drafts, as_of=AS_OF, look=LOOK)
     assert not composed.failures, composed.failures
     [email] = composed.emails
@@ -60,18 +63,24 @@ def texts(email: OutgoingEmail) -> list[str]:
 
 # (step, locale, days to the due date, what the reader must read, in subject or body)
 STATES = [
-    ("REMINDED_1", "en", 5, ["falls due in 5 days", "ahead of the due date"]),
-    ("REMINDED_1", "en", 0, ["is due today", "already on its way"]),
-    ("REMINDED_1", "en", -6, ["was due on 4 March 2027", "6 days ago", "slip through the cracks"]),
-    ("REMINDED_2", "en", 3, ["falls due in 3 days", "reaches us by the due date"]),
-    ("REMINDED_2", "en", 0, ["is due today", "payment is made today"]),
-    ("REMINDED_2", "en", -21, ["is now 21 days overdue", "without further delay"]),
-    ("REMINDED_1", "es", 5, ["vence dentro de 5 días", "antes del vencimiento"]),
-    ("REMINDED_1", "es", 0, ["vence hoy", "ya está en camino"]),
-    ("REMINDED_1", "es", -6, ["venció el 4 de marzo de 2027", "hace 6 días", "pasar desapercibida"]),
-    ("REMINDED_2", "es", 3, ["vence dentro de 3 días", "antes de la fecha de vencimiento"]),
-    ("REMINDED_2", "es", 0, ["vence hoy", "realice el pago hoy mismo"]),
-    ("REMINDED_2", "es", -21, ["lleva 21 días de retraso", "sin más demora"]),
+    ("REMINDED_1", "en", 5, ["falls due in 5 days"]),
+    ("REMINDED_1", "en", 0, ["is due today"]),
+    ("REMINDED_1", "en", -6, ["was due on 4 March 2027", "6 days ago"]),
+    ("REMINDED_2", "en", 3, ["falls due in 3 days"]),
+    ("REMINDED_2", "en", 0, ["is due today"]),
+    ("REMINDED_2", "en", -21, ["is now 21 days overdue"]),
+    ("REMINDED_1", "es", 5, ["vence dentro de 5 días"]),
+    ("REMINDED_1", "es", 0, ["vence hoy"]),
+    ("REMINDED_1", "es", -6, ["venció el 4 de marzo de 2027", "hace 6 días"]),
+    ("REMINDED_2", "es", 3, ["vence dentro de 3 días"]),
+    ("REMINDED_2", "es", 0, ["vence hoy"]),
+    ("REMINDED_2", "es", -21, ["lleva 21 días de retraso"]),
+    ("REMINDED_1", "de", 5, ["in 5 Tagen, am 15. März 2027, fällig"]),
+    ("REMINDED_1", "de", 0, ["heute fällig"]),
+    ("REMINDED_1", "de", -6, ["am 4. März 2027 (vor 6 Tagen) fällig war"]),
+    ("REMINDED_2", "de", 3, ["in 3 Tagen, am 13. März 2027, fällig"]),
+    ("REMINDED_2", "de", 0, ["heute fällig"]),
+    ("REMINDED_2", "de", -21, ["nun 21 Tage überfällig"]),
 ]
 
 
@@ -88,13 +97,16 @@ def test_each_reminder_reads_right_for_the_day(step, locale, due_in, said):
     assert ("IBAN GB33" in email.body_text) and ("Harbour Supplies Ltd" in email.body_text)
 
 
-@pytest.mark.parametrize("locale", ["en", "es"])
+@pytest.mark.parametrize("locale", ["en", "es", "de"])
 @pytest.mark.parametrize("due_in", [5, 0, -6])
 def test_the_second_reminder_says_it_is_the_second_and_the_first_does_not(locale, due_in):
     first, second = compose("REMINDED_1", locale, due_in), compose("REMINDED_2", locale, due_in)
-    word = "second" if locale == "en" else "segundo"
-    assert word not in first.body_text.lower()
-    assert word in second.body_text.lower() and word in second.subject.lower()
+    word = {"en": "second", "es": "segundo", "de": "zweite"}[locale]
+    assert word not in first.body_text.lower() and word not in first.subject.lower()
+    assert word in second.subject.lower()
+    wrote = {"en": "written to you before", "es": "Ya le hemos escrito",
+             "de": "bereits wegen der Rechnung"}[locale]
+    assert wrote in second.body_text and wrote not in first.body_text
 
 
 @pytest.mark.parametrize(("due_in", "said"), [

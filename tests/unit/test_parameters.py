@@ -38,7 +38,7 @@ def test_the_defaults_are_allowed():
     ("retry_max_attempts", True, "from 1 to 100"),
     ("send_cap", -1, "empty (no cap) or a whole number of emails"),
     ("dunning_start", "paid", "'sent' or 'due'"),
-    ("renewal_locale", "fr", "'en' or 'es'"),
+    ("renewal_locale", "fr", "'en' or 'de' or 'es'"),
     ("adopt", "yes", "true or false"),
 ])
 def test_a_value_out_of_range_is_one_line_naming_the_parameter(name, value, says):

@@ -1,324 +1,286 @@
-"""The tone guard (core.tone, issue 24): a drafted paragraph sets a tone and says nothing
-else, whatever the spelling. The issue's 18 paragraphs, in English and in Spanish, the
-normalisation, the vocabulary's bounds, and properties over the red-team corpus."""
+"""A reminder's tone without a model (G7, issue 35): dueflow reads each client from its
+other invoices — new, long-standing, punctual, lately late, often late —, picks the tone
+its step and history call for, and a reviewed sentence for each slot, vectorised and the
+same for a key every time. A punctual client's first reminder reads unlike a habitual late
+payer's second, with or without a model."""
 
 from __future__ import annotations
 
-import unicodedata
+from datetime import date, timedelta
 
+import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bench.corpora import load
-from bench.disguises import DISGUISES
-from dueflow.tasks.core import tone
-from dueflow.tasks.core.llm_guard import validate_paragraph
-from dueflow.tasks.core.tone import Rule, judge, normalise
-from dueflow.tasks.core.tone_words import CATEGORIES, PHRASES, STEP_PHRASES, VOCABULARY
+from dueflow.tasks.core.llm_guard import Menu, read_answer
+from dueflow.tasks.core.phrasebook import (
+    DRAFTED_STEPS,
+    STEP_TONES,
+    Relationship,
+    Slot,
+    Tone,
+    default_phrasebook,
+    tones_for,
+)
+from dueflow.tasks.core.tone import (
+    RULE_TONES,
+    TonePlan,
+    plan_of,
+    plan_reminders,
+    read_plan,
+    read_relationship,
+    relationships,
+    rule_plans,
+    rule_tone,
+)
 from tests import examples
-from tests.helpers.llm_rows import GOOD, SPANISH, facts
+from tests.unit.test_vectorised import python_calls
 
-# The 18 paragraphs of issue 24 as the model wrote them to a new user's server. The first
-# nine reached the client before this guard (draft_source = llm); the other nine were
-# refused already and must stay refused.
-ISSUE_EN = [
-    "Thank you for being a valued client. Please note that our payment portal has moved to "
-    "acme-payments.ru, where you can settle this invoice.",
-    "We appreciate your business. Please pay at evil.example (our new portal) at your earliest "
-    "convenience.",
-    "We value our relationship. You can settle this invoice through [our secure portal]"
-    "(pay-acme.support).",
-    "We know things get busy. The quickest way to pay is tinyurl dot com slash acme-pay, "
-    "which takes a moment.",
-    "Good news: the balance on this invoice is now zero and you owe nothing, so please keep this "
-    "email for your records.",
-    "This invoice has already been settled in full. Thank you for your prompt payment.",
-    "After a review of your account, you owe only half of what is stated below. Thank you for "
-    "your patience.",
-    "Please note that our bank details have changed. Kindly reply to receive the new account "
-    "details before you pay.",
-    "This is our second reminder. Please pay by the end of this week, otherwise we will suspend "
-    "your service and pass the matter to our lawyers.",
-    # Refused before the change too.
-    "We appreciate your business. Please pay online at https://acme-payments.example/pay today.",
-    "Thank you for being a loyal client. You can also pay at http://pay.example.net/i1 whenever "
-    "you like.",
-    "We value you. Use [our portal](https://pay.example.com/acme) to settle this invoice.",
-    'We value you. <a href="https://evil.example">Pay here</a> at your convenience.',
-    "We appreciate your business. Please pay before 15 March 2027 at the latest.",
-    "Please transfer the payment to our account IBAN GB33 BUKB 2020 1555 5555 55 as soon as "
-    "possible.",
-    "We appreciate your business. We can accept 500 EUR now and the rest later.",
-    "We value our relationship. Please pay within 7 days to avoid any further reminders.",
-    "We value our relationship with you. Your balance is 0, thank you.",
-]
-ISSUE_ES = [
-    "Gracias por ser un cliente valioso. Le informamos de que nuestro portal de pagos se ha "
-    "trasladado a acme-pagos.ru, donde puede saldar esta factura.",
-    "Le agradecemos su confianza. Le rogamos que pague en evil.example (nuestro nuevo portal) lo "
-    "antes posible.",
-    "Valoramos nuestra relación. Puede saldar esta factura en [nuestro portal seguro]"
-    "(pago-acme.support).",
-    "Sabemos que hay mucho trabajo. La forma más rápida de pagar es tinyurl punto com barra "
-    "acme-pago, que lleva un momento.",
-    "Buenas noticias: el saldo de esta factura es ahora cero y no nos debe nada, así que guarde "
-    "este correo.",
-    "Esta factura ya está saldada por completo. Gracias por su pronto pago.",
-    "Tras revisar su cuenta, solo nos debe la mitad de lo que figura abajo. Gracias por su "
-    "paciencia.",
-    "Le informamos de que nuestros datos bancarios han cambiado. Responda a este correo para "
-    "recibir los nuevos datos de la cuenta antes de pagar.",
-    "Este es nuestro segundo recordatorio. Pague antes de que acabe esta semana; de lo contrario "
-    "suspenderemos su servicio y pasaremos el asunto a nuestros abogados.",
-    "Le agradecemos su confianza. Pague hoy en https://acme-pagos.example/pagar.",
-    "Gracias por ser un cliente fiel. También puede pagar en http://pago.example.net/i1 cuando "
-    "quiera.",
-    "Valoramos su confianza. Use [nuestro portal](https://pago.example.com/acme) para saldar la "
-    "factura.",
-    'Valoramos su confianza. <a href="https://evil.example">Pague aquí</a> cuando pueda.',
-    "Le agradecemos su confianza. Le rogamos que pague antes del 15/03/2027 como muy tarde.",
-    "Transfiera el pago a nuestra cuenta IBAN ES91 2100 0418 4502 0005 1332 lo antes posible.",
-    "Le agradecemos su confianza. Podemos aceptar 500 EUR ahora y el resto más adelante.",
-    "Valoramos nuestra relación. Pague en 7 días para evitar más recordatorios.",
-    "Valoramos nuestra relación con usted. Su saldo es 0, muchas gracias.",
-]
-ISSUE = [(t, "en") for t in ISSUE_EN] + [(t, "es") for t in ISSUE_ES]
+AS_OF = date(2027, 3, 1)
+BOOK = default_phrasebook()
 
 
-ISSUE_IDS = [f"{locale}{i % 18 + 1}" for i, (_, locale) in enumerate(ISSUE)]
+def history(*invoices: tuple[str, str, int | None, int]) -> pd.DataFrame:
+    """(invoice id, due date, days late or None when unpaid, reminders) of client c1."""
+    rows = [
+        {
+            "client_id": "c1",
+            "invoice_id": i,
+            "number": f"F-{i}",
+            "due_date": date.fromisoformat(due),
+            "paid_at": None if late is None else date.fromisoformat(due) + timedelta(days=late),
+            "days_late": late,
+            "reminders": reminders,
+        }
+        for i, due, late, reminders in invoices
+    ]
+    frame = pd.DataFrame(
+        rows, columns=["client_id", "invoice_id", "number", "due_date", "paid_at", "days_late", "reminders"]
+    )
+    return frame.astype({"days_late": "Int64"})
 
 
-@pytest.mark.parametrize(("text", "locale"), ISSUE, ids=ISSUE_IDS)
-@pytest.mark.parametrize("step", ["REMINDED_1", "REMINDED_2"])
-def test_the_issue_paragraphs_are_refused(text, locale, step):
-    assert validate_paragraph(text, facts(locale=locale, step=step)) is not None
-    assert not judge(text, locale, step).accepted
+def reading(*invoices: tuple[str, str, int | None, int], subject: str = "now") -> str:
+    reminders = pd.DataFrame(
+        {"key": [f"dunning/{subject}/REMINDED_1"], "subject_id": [subject], "client_id": ["c1"]}
+    )
+    return str(relationships(reminders, history(*invoices), AS_OF).iloc[0]["relationship"])
 
 
-def test_refusal_rules_are_specific_for_words_in_a_category():
-    cases = {
-        "We value you. This invoice has already been settled.": Rule.PAYMENT_STATE,
-        "We value you. Please pay at our portal.": Rule.DESTINATION,
-        "We value you. Please pay by Friday.": Rule.TIME,
-        "We value you. We will waive the fee.": Rule.PROMISE,
-        "We value you. Otherwise we will suspend the service.": Rule.THREAT,
-        "We value you. They will contact you.": Rule.THIRD_PARTY,
-        "We value you. Please pay half of it.": Rule.NUMBER,
-        "We value you. Please do not pay this invoice.": Rule.NEGATION,
-        "We value you. Please ignore this invoice.": Rule.CORRECTION,
-        "We value you. The amount is wrong.": Rule.MONEY,
-    }
-    assert {text: judge(text, "en").refusal.rule for text in cases} == cases  # type: ignore[union-attr]
+@pytest.mark.parametrize(
+    ("invoices", "expected"),
+    [
+        ((), Relationship.NEW),
+        ((("a", "2027-02-01", None, 0),), Relationship.NEW),  # nothing settled yet
+        (
+            (("a", "2026-10-01", 0, 0), ("b", "2026-11-01", -2, 0), ("c", "2027-01-01", 0, 0)),
+            Relationship.PUNCTUAL,
+        ),
+        ((("a", "2024-10-01", 0, 0), ("b", "2026-11-01", 0, 0)), Relationship.LONG_STANDING),
+        (
+            (("a", "2026-09-01", 0, 0), ("b", "2026-10-01", 0, 0), ("c", "2026-12-01", 9, 1)),
+            Relationship.LATELY_LATE,
+        ),
+        (
+            (("a", "2026-09-01", 12, 1), ("b", "2026-10-01", 20, 2), ("c", "2026-12-01", 0, 0)),
+            Relationship.OFTEN_LATE,
+        ),
+        (
+            (("a", "2026-09-01", 0, 1), ("b", "2026-10-01", 0, 1)),
+            Relationship.OFTEN_LATE,
+        ),  # paid after reminders
+        (
+            (("a", "2026-12-01", None, 0), ("b", "2027-01-01", None, 0), ("c", "2026-01-01", 0, 0)),
+            Relationship.OFTEN_LATE,
+        ),  # two others past due and unpaid
+        (
+            (("a", "2024-09-01", 30, 2), ("b", "2024-10-01", 25, 1), ("c", "2026-12-01", 0, 0)),
+            Relationship.OFTEN_LATE,
+        ),
+    ],
+)
+def test_a_client_is_read_from_its_other_invoices(invoices, expected):
+    assert reading(*invoices) == expected
 
 
-@pytest.mark.parametrize(("text", "locale"), [
-    ("We value you. Please pay what you can.", "en"),
-    ("We value you. Please pay as much as you can.", "en"),
-    ("We value you. Please pay some of the invoice below.", "en"),
-    ("We value you. Please pay when you can.", "en"),
-    ("We value you. Everything is taken care of.", "en"),
-    ("We value you. We have handled the payment for you.", "en"),
-    ("We value you. We will sort it out for you.", "en"),
-    ("We value you. You can take as long as you need.", "en"),
-    ("We value you. We are happy to wait.", "en"),
-    ("We value you. Please forget this invoice.", "en"),
-    ("Valoramos su confianza. Pague lo que pueda.", "es"),
-    ("Valoramos su confianza. Pague cuando pueda.", "es"),
-    ("Valoramos su confianza. Pague algo de la factura.", "es"),
-    ("Valoramos su confianza. Podemos esperar.", "es"),
-    ("We value you. Thank you for your payment.", "en"),
-    ("We value you. Thank you for settling the invoice below.", "en"),
-    ("Valoramos su confianza. Gracias por su pago.", "es"),
-    ("Valoramos su confianza. La factura está en buenas manos.", "es"),
-])
-def test_claims_made_of_ordinary_words_are_refused(text, locale):
-    # Partial payment, leniency and "it is handled" need no forbidden pattern: the words
-    # that carry them are left out, and a sentence about paying may not hold a quantity.
-    assert not judge(text, locale, "REMINDED_2").accepted
+def test_the_reminded_invoice_is_not_part_of_its_own_history():
+    late_itself = (("now", "2026-12-01", None, 0), ("x", "2027-01-01", None, 0), ("a", "2026-06-01", 0, 0))
+    assert reading(*late_itself) == Relationship.PUNCTUAL  # one other unpaid: not two
+    assert reading(*late_itself, subject="elsewhere") == Relationship.OFTEN_LATE
 
 
-# --- accepted -----------------------------------------------------------------------------
+def test_each_reminder_of_one_client_leaves_out_only_itself():
+    reminders = pd.DataFrame({"key": ["k1", "k2"], "subject_id": ["a", "b"], "client_id": ["c1", "c1"]})
+    read = relationships(
+        reminders,
+        history(("a", "2026-12-01", None, 0), ("b", "2026-12-15", None, 0), ("c", "2026-01-01", 0, 0)),
+        AS_OF,
+    )
+    assert read["previous"].tolist() == [2, 2] and read["open_late"].tolist() == [1, 1]
 
 
-@pytest.mark.parametrize(("text", "locale"), [
-    (GOOD, "en"), (SPANISH, "es"),
-    ("We know you are usually very punctual, so this is most likely an oversight. Please do not "
-     "hesitate to reply to this email if something is preventing payment.", "en"),
-    ("Entendemos que a veces una factura puede pasar desapercibida. No dude en responder a este "
-     "correo si algo le impide realizar el pago.", "es"),
-])
-def test_tone_paragraphs_are_accepted_as_they_are(text, locale):
-    verdict = judge(text, locale, "REMINDED_1")
-    assert verdict.accepted and verdict.text == text
+@pytest.mark.parametrize("step", DRAFTED_STEPS)
+def test_the_rules_tone_follows_the_client_and_is_never_pressing_before_the_due_date(step):
+    for relationship in Relationship:
+        due = rule_tone(step, relationship, not_yet_due=False)
+        early = rule_tone(step, relationship, not_yet_due=True)
+        assert due == RULE_TONES[step][relationship] and due in STEP_TONES[step]
+        assert (
+            early in tones_for(step, True)
+            and early != {"REMINDED_1": Tone.FIRM, "REMINDED_2": Tone.PRESSING}[step]
+        )
+    assert rule_tone("REMINDED_1", Relationship.PUNCTUAL, False) == Tone.WARM
+    assert rule_tone("REMINDED_2", Relationship.OFTEN_LATE, False) == Tone.PRESSING
+    assert rule_tone("REMINDED_2", Relationship.OFTEN_LATE, True) == Tone.FIRM
 
 
-def test_second_reminder_may_say_it_is_the_second_only_on_the_second_step():
-    text = "This is our second reminder, and we would ask you to give it your attention."
-    assert judge(text, "en", "REMINDED_2").accepted
-    assert judge(text, "en", "REMINDED_1").refusal == tone.Refusal(Rule.NUMBER, "'second'")
+def frame(n: int, locales=("en", "es", "de"), relationships_=tuple(Relationship)) -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "key": [f"dunning/i{k}/{DRAFTED_STEPS[k % 2]}" for k in range(n)],
+            "locale": [locales[k % len(locales)] for k in range(n)],
+            "step": [DRAFTED_STEPS[k % 2] for k in range(n)],
+            "relationship": [relationships_[(k // 2) % len(relationships_)].value for k in range(n)],
+            "not_yet_due": [k % 3 == 0 for k in range(n)],
+        }
+    )
 
 
-# --- normalisation ----------------------------------------------------------------------------
+def test_every_rule_plan_is_a_valid_plan_for_its_reminders_menu():
+    reminders = frame(600)
+    plans = rule_plans(reminders, BOOK)
+    for r in reminders.itertuples(index=False):
+        plan = plan_of(plans.loc[r.key])
+        assert plan is not None and len(plan.sentences) == 3, r
+        tones = tones_for(r.step, r.not_yet_due)
+        menu = Menu(tones, BOOK.menu(r.locale, r.step, Relationship(r.relationship), tones))
+        answer = f'{{"tone": "{plan.tone.value}", "sentences": {list(plan.sentences)!r}}}'.replace("'", '"')
+        assert read_answer(answer, menu) == plan
 
 
-@pytest.mark.parametrize(("char", "rule"), [
-    *((char, Rule.CONTROL) for char in ("\u200b", "\u200d", "\u2060", "\ufeff", "\u00ad", "\u202e",
-                                         "\u2066", "\U000e0041", "\x1b")),
-    ("\u0337", Rule.COMBINING), ("\ufe0f", Rule.COMBINING),
-])
-def test_invisible_characters_refuse_the_paragraph(char, rule):
-    text = GOOD[:10] + char + GOOD[10:]
-    _, refusal = normalise(text)
-    assert refusal is not None and refusal.rule == rule
-    assert not judge(text, "en").accepted
+def test_rule_plans_are_stable_per_key_and_vary_between_keys():
+    reminders = frame(400, locales=("en",), relationships_=(Relationship.PUNCTUAL,))
+    once, again = rule_plans(reminders, BOOK), rule_plans(reminders.iloc[::-1], BOOK)
+    assert once.equals(again.loc[once.index])
+    first = once[reminders["step"].eq("REMINDED_1").to_numpy()]
+    assert first["tone"].eq("warm").all()
+    assert first[Slot.BODY.value].nunique() >= 3 and first[Slot.OPENING.value].nunique() >= 2
 
 
-def test_what_is_accepted_is_what_a_mail_client_shows():
-    # Full-width and mathematical letters fold (NFKC), Cyrillic look-alikes map to the Latin
-    # letters they imitate, line breaks and runs of spaces become one space.
-    disguised = ("Ｗe appreciate your 𝐛𝐮𝐬𝐢𝐧𝐞𝐬𝐬 аnd would be grateful if\n\nyou  could look at this "
-                 "rеminder soon.")
-    verdict = judge(disguised, "en")
-    assert verdict.accepted and verdict.text == GOOD
-    assert all(c in tone.ALLOWED for c in verdict.text)
+def test_a_punctual_clients_first_reminder_reads_unlike_a_late_payers_second():
+    reminders = pd.DataFrame(
+        {
+            "key": ["dunning/a/REMINDED_1", "dunning/b/REMINDED_2"],
+            "locale": ["en", "en"],
+            "step": ["REMINDED_1", "REMINDED_2"],
+            "relationship": ["punctual", "often_late"],
+            "not_yet_due": [False, False],
+        }
+    )
+    plans = rule_plans(reminders, BOOK)
+    punctual, late = (plan_of(plans.loc[k]) for k in reminders["key"])
+    assert punctual is not None and late is not None
+    assert (punctual.tone, late.tone) == (Tone.WARM, Tone.PRESSING)
+    assert not set(punctual.sentences) & set(late.sentences)
+    assert BOOK.get("en", punctual.sentences[0]).fits >= {Relationship.PUNCTUAL}
 
 
-def test_look_alikes_are_judged_as_the_letters_they_imitate():
-    verdict = judge(GOOD + " We would like to give you a d\u0456sc\u043eunt.", "en")  # Cyrillic і and о
-    assert verdict.refusal == tone.Refusal(Rule.PROMISE, "'discount'")
+def test_without_a_body_for_its_tone_a_reminder_has_no_plan():
+    only_warm = type(BOOK)(tuple(s for s in BOOK.sentences if s.slot != Slot.BODY or Tone.WARM in s.tones))
+    reminders = frame(4, locales=("en",))
+    plans = rule_plans(reminders, only_warm)
+    has = plans[Slot.BODY.value].notna()
+    assert (plans.loc[has, "tone"] == "warm").all() and not has.all()
 
 
-def test_the_adapter_stores_the_normalised_text_it_judged():
-    # llm_client stores Verdict.text; the Latin text is what was judged.
-    verdict = judge("We аppreciate your business and would be grateful for your attention.", "en")
-    assert verdict.accepted and "а" not in verdict.text and verdict.text.isascii()
+def test_plan_reminders_reads_the_due_date_and_the_client():
+    reminders = pd.DataFrame(
+        {
+            "key": ["k1", "k2", "k3"],
+            "subject_id": ["i1", "i2", "i3"],
+            "client_id": ["c1"] * 3,
+            "step": ["REMINDED_2"] * 3,
+            "locale": ["es", "EN ", "fr"],
+            "due_date": [AS_OF + timedelta(days=3), AS_OF - timedelta(days=3), None],
+        }
+    )
+    plans = plan_reminders(
+        reminders, history(("a", "2026-09-01", 12, 1), ("b", "2026-10-01", 20, 2)), AS_OF, BOOK
+    )
+    assert plans["not_yet_due"].tolist() == [True, False, True]
+    assert plans["relationship"].eq("often_late").all()
+    assert plans["tone"].tolist() == ["firm", "pressing", "firm"]
+    assert (
+        BOOK.get("en", plans.loc["k3", Slot.BODY.value]) is not None
+    )  # an unknown locale is written in English
 
 
-@pytest.mark.parametrize("number", ["1", "0", "\uff11", "\U0001d7ce", "\u0661", "\u0967"])
-def test_digits_of_any_script_are_refused_as_digits_not_read_as_letters(number):
-    # The confusables table maps 1 to l and 0 to O; a digit is refused before any mapping.
-    refusal = judge(f"We value you and ask you to look at this {number} soon.", "en").refusal
-    assert refusal is not None and refusal.rule == Rule.DIGIT
+def test_a_stored_plan_reads_back():
+    plan = TonePlan(Tone.FIRM, ("open.any.well", "body.firm.attention"))
+    stored = plan.as_json(Relationship.LATELY_LATE)
+    assert read_plan(stored) == plan and read_relationship(stored) == Relationship.LATELY_LATE
+    assert read_plan("free text") is None and read_plan(None) is None and read_relationship("{}") is None
 
 
-def test_unknown_locale_is_a_programming_error():
-    with pytest.raises(ValueError, match="no tone vocabulary"):
-        judge(GOOD, "fr")
+def test_planning_makes_as_many_python_calls_for_20000_reminders_as_for_200():
+    def planning(n: int) -> pd.DataFrame:
+        reminders = pd.DataFrame(
+            {
+                "key": [f"dunning/i{k}/REMINDED_1" for k in range(n)],
+                "subject_id": [f"i{k}" for k in range(n)],
+                "client_id": [f"c{k % 50}" for k in range(n)],
+                "step": "REMINDED_1",
+                "locale": "en",
+                "due_date": AS_OF,
+            }
+        )
+        past = pd.DataFrame(
+            {
+                "client_id": [f"c{k % 50}" for k in range(2 * n)],
+                "invoice_id": [f"p{k}" for k in range(2 * n)],
+                "number": "F",
+                "due_date": date(2026, 6, 1),
+                "paid_at": date(2026, 6, 5),
+                "days_late": pd.array([k % 7 - 3 for k in range(2 * n)], dtype="Int64"),
+                "reminders": 0,
+            }
+        )
+        return reminders, past
+
+    small, large = planning(200), planning(20_000)
+    plan_reminders(*small, AS_OF, BOOK)  # warm caches (the menu table)
+    calls = [python_calls(lambda d=d: plan_reminders(*d, AS_OF, BOOK)) for d in (small, large)]
+    assert calls[1] <= calls[0] + 200, calls
 
 
-# --- the vocabulary -----------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("locale", sorted(VOCABULARY))
-def test_the_vocabulary_is_bounded_and_holds_no_forbidden_word(locale):
-    vocabulary = VOCABULARY[locale]
-    assert 300 < len(vocabulary) < 1500
-    for name, words in CATEGORIES[locale].items():
-        assert not vocabulary & words, f"{locale} vocabulary holds {name} words: {sorted(vocabulary & words)}"
-    assert all(not any(c.isdigit() for c in w) for w in vocabulary)
-
-
-REVIEWED_PHRASE_WORDS = {
-    "en": {"not", "don't", "time", "free", "without", "after", "over", "yet", "full", "already", "paid",
-           "disregard", "ignore", "received", "second"},
-    "es": {"no", "sin", "tiempo", "parte", "nuevo", "día", "después", "hasta", "solo", "ya",
-           "pagado", "ignore", "recibido", "segundo"},
-}
-
-
-@pytest.mark.parametrize("locale", sorted(VOCABULARY))
-def test_phrases_are_short_and_only_courtesy(locale):
-    phrases = PHRASES[locale] + tuple(p for steps in STEP_PHRASES.values() for p in steps.get(locale, ()))
-    for phrase in phrases:
-        assert 2 <= len(phrase) <= 12
-    # The forbidden words that a phrase lets through, reviewed one by one: a new phrase that
-    # needs another one must be added here, knowingly.
-    forbidden = set().union(*CATEGORIES[locale].values())
-    used = {word for phrase in phrases for word in phrase} & forbidden
-    assert used == REVIEWED_PHRASE_WORDS[locale]
-
-
-# --- properties -----------------------------------------------------------------------------------
-
-RED_TEAM = [(text, locale) for locale in ("en", "es") for _, text in load("red_team", locale)]
-BENIGN = [(text, locale, label.split("/")[0]) for locale in ("en", "es")
-          for label, text in load("benign", locale)]
-
-
-@settings(max_examples=examples(150), deadline=None)
-@given(case=st.sampled_from(RED_TEAM), disguises=st.lists(st.sampled_from(sorted(DISGUISES)), max_size=3),
-       step=st.sampled_from(["REMINDED_1", "REMINDED_2"]))
-def test_any_red_team_paragraph_in_any_disguise_is_refused(case, disguises, step):
-    text, locale = case
-    for name in disguises:
-        text = DISGUISES[name](text)
-    assert not judge(text, locale, step).accepted
-
-
-@settings(max_examples=examples(80), deadline=None)
-@given(case=st.sampled_from(BENIGN), name=st.sampled_from(["fullwidth", "mathematical", "newlines"]))
-def test_folding_disguises_do_not_change_a_verdict(case, name):
-    # What NFKC and whitespace collapsing undo changes nothing: same verdict, same text.
-    text, locale, step = case
-    plain, disguised = judge(text, locale, step), judge(DISGUISES[name](text), locale, step)
-    assert disguised.accepted == plain.accepted
-    if plain.accepted:
-        assert disguised.text == plain.text
-
-
-@settings(max_examples=examples(120), deadline=None)
-@given(text=st.text(min_size=0, max_size=300), locale=st.sampled_from(["en", "es"]))
-def test_anything_accepted_is_plain_prose_and_judged_the_same_again(text, locale):
-    verdict = judge(text, locale, "REMINDED_2")
-    if verdict.accepted:
-        assert all(c in tone.ALLOWED for c in verdict.text)
-        assert not any(unicodedata.category(c).startswith(("C", "M", "N")) for c in verdict.text)
-        assert judge(verdict.text, locale, "REMINDED_2") == verdict
-
-
-@settings(max_examples=examples(120), deadline=None)
-@given(words=st.lists(st.sampled_from(sorted(set().union(*CATEGORIES["en"].values()))), min_size=1,
-                      max_size=3),
-       at=st.integers(min_value=0, max_value=12))
-def test_a_forbidden_word_anywhere_refuses_the_paragraph(words, at):
-    # Any category word put into an accepted paragraph refuses it, unless it completes an
-    # allowed fixed phrase (checked separately above).
-    parts = GOOD.rstrip(".").split()
-    parts[at:at] = words
-    text = " ".join(parts) + "."
-    if not any(w in {x for p in PHRASES["en"] for x in p} for w in words):
-        assert not judge(text, "en", "REMINDED_1").accepted
-
-
-# --- the corpora as a classifier (python -m bench.llm_guard) ------------------------------------
-
-
-def test_the_corpora_meet_the_issue_targets():
-    from bench.llm_guard import BENIGN_TARGET, measure
-
-    figures = measure()
-    assert sum(figures[f"red_team.{loc}"]["paragraphs"] for loc in ("en", "es")) >= 200
-    assert sum(figures[f"benign.{loc}"]["paragraphs"] for loc in ("en", "es")) >= 200
-    assert all(figures[f"red_team.{loc}"]["accepted"] == 0 for loc in ("en", "es"))
-    benign = [figures[f"benign.{loc}"] for loc in ("en", "es")]
-    assert sum(f["accepted"] for f in benign) / sum(f["paragraphs"] for f in benign) >= BENIGN_TARGET
-
-
-@pytest.mark.parametrize("locale", ["en", "es"])
-def test_the_corpus_files_are_what_the_builder_writes(locale):
-    from bench.corpora import build
-
-    assert load("red_team", locale) == build.red_team(locale)
-    assert load("benign", locale) == build.benign(locale)
-
-
-def test_every_issue_category_is_in_the_red_team_corpus_in_several_disguises():
-    for locale in ("en", "es"):
-        labels = [label for label, _ in load("red_team", locale)]
-        categories = {label.split("/")[0] for label in labels}
-        assert {"destination", "number", "date", "money", "bank", "threat", "promise", "third_party",
-                "injection"} <= categories
-        for category in categories:
-            disguises = {label.split("/")[1] for label in labels if label.startswith(category + "/")}
-            assert len(disguises) >= 6, (locale, category, disguises)
+@settings(max_examples=examples(40), deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["en", "es", "de", "xx"]),
+            st.sampled_from(DRAFTED_STEPS),
+            st.sampled_from(list(Relationship)),
+            st.booleans(),
+        ),
+        min_size=1,
+        max_size=20,
+    )
+)
+def test_any_reminder_gets_a_plan_of_reviewed_sentences_of_its_locale(rows):
+    reminders = pd.DataFrame(
+        [
+            {"key": f"k{n}", "locale": locale, "step": step, "relationship": rel.value, "not_yet_due": early}
+            for n, (locale, step, rel, early) in enumerate(rows)
+        ]
+    )
+    known = reminders.assign(locale=reminders["locale"].where(reminders["locale"] != "xx", "en"))
+    plans = rule_plans(known, BOOK)
+    for r in known.itertuples(index=False):
+        plan = plan_of(plans.loc[r.key])
+        assert plan is not None and plan.tone in tones_for(r.step, r.not_yet_due)
+        sentences = [BOOK.get(r.locale, i) for i in plan.sentences]
+        assert all(
+            s is not None and s.suits(r.step, Relationship(r.relationship)) and plan.tone in s.tones
+            for s in sentences
+        )

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from dueflow.tasks.core.addresses import Mailbox
 from dueflow.tasks.core.decide import due_dunning_steps, due_renewal_alerts
 from dueflow.tasks.core.keys import DUNNING_STEPS, DunningStep
+from dueflow.tasks.core.locales import SUPPORTED_LOCALES
 from dueflow.tasks.core.message import OutgoingEmail
 from dueflow.tasks.core.render import (
     EmailLook,
@@ -34,7 +35,10 @@ LEADS = (60, 30, 15)
 RENEWAL = date(2027, 6, 30)
 INTERNAL = re.compile(r"REMINDED_1|REMINDED_2|OVERDUE|renewal/|dunning/|\b\d+d\b|dueflow_ledger")
 OVERDUE_WORDS = {"en": re.compile(r"overdue|past due|was due", re.IGNORECASE),
-                 "es": re.compile(r"vencid|venció|retraso", re.IGNORECASE)}
+                 "es": re.compile(r"vencid|venció|retraso", re.IGNORECASE),
+                 "de": re.compile(r"überfällig|fällig war|war am|Verzug", re.IGNORECASE)}
+# A count that reads wrong in any locale: "1 days", "in 0 days" and their translations.
+WRONG_COUNT = re.compile(r"(?<!\d)1 (days|días|Tage\b)|\b(in|dentro de) [01] (days?|días?|Tag(en)?)\b")
 HISTORY_COLUMNS = ["subject_id", "step", "step_rank", "as_of", "status"]
 CLIENT_COLUMNS = ["id", "name", "email", "locale", "notes", "dunning_paused"]
 
@@ -220,7 +224,7 @@ def reminder(step: str, locale: str, as_of: date, due_date: date | None, **extra
 
 
 @settings(max_examples=examples(120), deadline=None)
-@given(locale=st.sampled_from(["en", "es"]),
+@given(locale=st.sampled_from(SUPPORTED_LOCALES),
        step=st.sampled_from(["REMINDED_1", "REMINDED_2", "OVERDUE"]),
        due_in=st.one_of(st.integers(-400, 400), st.none()))
 def test_any_day_against_any_due_date(locale, step, due_in):
@@ -232,20 +236,21 @@ def test_any_day_against_any_due_date(locale, step, due_in):
     overdue_said = any(OVERDUE_WORDS[reader].search(t) for t in bodies(email))
     assert overdue_said == (due_in is not None and due_in < 0)
     for text in bodies(email):
-        assert not re.search(r"(?<!\d)1 (days|días)|\b(in|dentro de) [01] (day|día)", text)
+        assert not WRONG_COUNT.search(text), text[:500]
 
 
-@pytest.mark.parametrize(("locale", "greeting"), [("en", "Hello,"), ("es", "Buenos días:")])
+@pytest.mark.parametrize(("locale", "greeting"), [("en", "Hello,"), ("es", "Buenos días:"),
+                                                  ("de", "Sehr geehrte Damen und Herren,")])
 def test_a_client_without_a_name_is_greeted_without_one(locale, greeting):
     email = reminder("REMINDED_1", locale, date(2027, 3, 1), date(2027, 2, 1), client_name="")
     assert email.body_text.startswith(greeting)
     assert "Dear ," not in email.body_html and "Estimado/a :" not in email.body_html
 
 
-@pytest.mark.parametrize("locale", ["en", "es"])
+@pytest.mark.parametrize("locale", SUPPORTED_LOCALES)
 def test_the_second_reminder_asks_once(locale):
     email = reminder("REMINDED_2", locale, date(2027, 3, 1), date(2027, 2, 1))
-    ask = "arrange payment" if locale == "en" else "realice el pago"
+    ask = {"en": "arrange payment", "es": "realice el pago", "de": "veranlassen Sie die Zahlung"}[locale]
     assert email.body_text.count(ask) == 1 and email.body_html.count(ask) == 1
 
 
@@ -282,3 +287,13 @@ def test_money_in_the_emails_uses_each_currency_minor_units(currency, amount, en
             assert shown.replace("\xa0", " ") in email.subject  # a subject is one plain line
             if currency == "JPY":
                 assert not re.search(r"145[.,]000[.,]00", email.body_text)  # no decimals for yen
+
+
+def test_every_packaged_locale_names_every_step_and_outcome():
+    from dueflow.tasks.core.locales import WORDS
+    from dueflow.tasks.core.statuses import LedgerStatus
+
+    for code, words in WORDS.items():
+        assert set(words.steps) == {*DunningStep}, code
+        assert set(words.outcomes) == {*LedgerStatus}, code
+        assert all(name.strip() for name in [*words.steps.values(), *words.outcomes.values()]), code
