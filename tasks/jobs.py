@@ -136,6 +136,7 @@ class RenewalJob(NightJob):
     sender: Mailbox
     look: EmailLook | None = None
     calendar: BusinessCalendar | None = None  # alerts wait for business days (None: any day)
+    timezone: str = "UTC"  # the business zone a renewal date with an offset is read in
 
     def extract(self, database: Database, as_of: date) -> Extracted:
         start, end = renewal_window(as_of, self.leads, self.calendar)
@@ -146,12 +147,12 @@ class RenewalJob(NightJob):
             "window_start": start.isoformat(), "window_end": end.isoformat(), "as_of": as_of.isoformat(),
             "leads": json.dumps(normalise_leads(self.leads))})
         return {"contracts": amounts_from_minor(contracts),
-                "history": db.renewal_history_of(engine, contracts, as_of)}
+                "history": db.renewal_history_of(engine, contracts, as_of, self.timezone)}
 
     def decide(self, extracted: Extracted, as_of: date) -> Decision:
         contracts, settled = settled_apart(extracted["contracts"])
         return with_settled(due_renewal_alerts(contracts, extracted["history"], as_of, self.leads,
-                                               self.calendar), settled, as_of)
+                                               self.calendar, self.timezone), settled, as_of, self.timezone)
 
     def compose(self, winners: pd.DataFrame, extracted: Extracted, as_of: date,
                 drafts: dict[str, Draft]) -> Composed:
@@ -162,7 +163,7 @@ class RenewalJob(NightJob):
         return {"contracts": amounts_from_minor(db.rows_by_id(database, "contracts_by_id", ids))}
 
     def decide_again(self, extracted: Extracted, rows: pd.DataFrame, as_of: date) -> Decision:
-        return renewal_alerts_for(extracted["contracts"], rows, as_of)
+        return renewal_alerts_for(extracted["contracts"], rows, as_of, self.timezone)
 
 
 @dataclass(frozen=True)
@@ -283,7 +284,8 @@ def night_jobs(settings: Settings, params: RunParameters) -> tuple[RenewalJob, D
     sender, look = settings.sender(), settings.email_look()
     calendar = settings.calendar()
     any_day = params.renewal_on_any_day or settings.renewal_on_any_day
-    return (RenewalJob(params.leads, params.renewal_locale, sender, look, None if any_day else calendar),
+    return (RenewalJob(params.leads, params.renewal_locale, sender, look, None if any_day else calendar,
+                       settings.timezone),
             DunningJob(params.delays, params.dunning_start, settings.timezone, settings.escalation_address(),
                        sender, look, settings.llm, settings.phrasebook(), settings.invoice_pdf_template(),
                        dunning_rules(settings, params.delays, params.dunning_start, params.delay_unit,

@@ -30,6 +30,7 @@ from dueflow.tasks.core.message import OutgoingEmail
 from dueflow.tasks.core.sources import DEFAULT_MAPPING, SourceMapping
 from dueflow.tasks.core.statuses import SendResult
 from dueflow.tasks.core.text import VALID_UTF8
+from dueflow.tasks.core.validate import business_dates
 
 # What a job hands to `reserve`: the ledger row to insert, plus `previous_by`, the
 # latest as_of the previous step may carry for this step to be due (dunning only).
@@ -377,12 +378,14 @@ def _copy_frame(raw: Any, compiled: str, params: Mapping[str, Any],
     return frame
 
 
-def renewal_history_of(engine: Engine, contracts: pd.DataFrame, as_of: date) -> pd.DataFrame:
+def renewal_history_of(engine: Engine, contracts: pd.DataFrame, as_of: date, timezone: str) -> pd.DataFrame:
     """The leads already reserved for the (contract, cycle) pairs of the extracted rows the
-    ledger does not settle (sql/renewal_history_of): index probes, not every cycle ahead."""
+    ledger does not settle (sql/renewal_history_of): index probes, not every cycle ahead. A
+    cycle is the renewal date as the rules date it (in the business zone)."""
     rows = contracts[contracts["settled_lead"].isna()] if "settled_lead" in contracts else contracts
-    rows = rows[rows["id"].notna() & rows["renewal_date"].notna()]
-    pairs = json.dumps([[str(i), str(c)[:10]] for i, c in zip(rows["id"], rows["renewal_date"], strict=True)])
+    cycles = business_dates(rows["renewal_date"], timezone).dt.strftime("%Y-%m-%d")
+    dated = (rows["id"].notna() & cycles.notna()).to_numpy()
+    pairs = json.dumps([[str(i), str(c)] for i, c in zip(rows["id"][dated], cycles[dated], strict=True)])
     return extract_frame(engine, statement("renewal_history_of", dialect(engine)),
                          {"pairs": pairs, "as_of": as_of.isoformat()})
 
