@@ -634,6 +634,17 @@ def record_unrendered(engine: Engine, failures: Sequence[tuple[str, str]]) -> No
                          [{"key": key, "error": error} for key, error in failures])
 
 
+def record_unrendered_retries(engine: Engine, failures: Sequence[tuple[str, str]],
+                              retry_after: datetime) -> None:
+    """Failed rows whose retry could not be rendered: the attempt counts, with its reason
+    (sql/record_unrendered_retry)."""
+    if failures:
+        with writing(engine) as conn:
+            conn.execute(text(statement("record_unrendered_retry")),
+                         [{"key": key, "error": error, "retry_after": utc_stamp(retry_after)}
+                          for key, error in failures])
+
+
 def retry_candidates(database: Database, as_of: date, max_attempts: int) -> pd.DataFrame:
     """Failed rows that may go out again tonight, with what renders them again
     (sql/retry_candidates): transient failures due for another attempt, and permanent ones
