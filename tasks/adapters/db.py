@@ -717,11 +717,18 @@ def prune_bodies(engine: Engine, before: date, batch: int = PRUNE_BATCH) -> int:
     adopted) whose step got out before `before`, batch by batch (sql/prune_bodies); keys,
     statuses and dates stay. Never a pending, failed or bounced row. Returns how many rows
     this call pruned (a second call with the same date prunes none)."""
+    from dueflow.tasks.core.bounces import copy_digests
+
     pruned = 0
+    params = {"before": before.isoformat(), "batch": batch}
     while True:
         with writing(engine) as conn:
-            count = conn.execute(text(statement("prune_bodies")),
-                                 {"before": before.isoformat(), "batch": batch}).rowcount
+            copies = [{"key": row.key, "copy_digests": copy_digests(row.recipient, row.cc_recipient,
+                                                                    row.bcc_recipient)}
+                      for row in conn.execute(text(statement("prune_copies")), params)]
+            if copies:  # what a copy's late bounce needs, kept as digests (sql/prune_copies)
+                conn.execute(text(statement("prune_copy_digest")), copies)
+            count = conn.execute(text(statement("prune_bodies")), params).rowcount
         pruned += count
         if count < batch:
             return pruned
