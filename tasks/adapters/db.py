@@ -63,14 +63,16 @@ def _engine(url: str, lock_timeout: float, ledger_schema: str | None = None) -> 
             # SQLAlchemy 2.1 defaults to psycopg 3; dueflow ships psycopg2.
             parsed = parsed.set(drivername="postgresql+psycopg2")
         if parsed.get_backend_name() == "sqlite":
-            engine = create_engine(parsed, connect_args={"timeout": lock_timeout})
+            # hide_parameters: an error's text never carries a statement's values (client
+            # addresses, ids) into a terminal or Prefect's logs (issue 36).
+            engine = create_engine(parsed, connect_args={"timeout": lock_timeout}, hide_parameters=True)
             _configure_sqlite(engine, lock_timeout)
         else:
             # application_name: an operator sees dueflow's sessions in pg_stat_activity
             # (unless the URL names them itself: ?application_name=…).
             names = {} if "application_name" in parsed.query else {"application_name": "dueflow"}
             engine = create_engine(parsed, pool_pre_ping=True, pool_size=8, max_overflow=8,
-                                   connect_args=names)
+                                   connect_args=names, hide_parameters=True)
             if ledger_schema:
                 _put_ledger_first(engine, ledger_schema)
     except (ArgumentError, NoSuchModuleError, ValueError, ImportError) as exc:
@@ -347,7 +349,7 @@ def extract_frame(engine: Engine, sql: str, params: Mapping[str, Any],
         # The driver's own error, as SQLAlchemy would have wrapped it: callers tell a lost
         # connection, a timeout or a permission apart the same way for every statement.
         raise DBAPIError.instance(compiled, dict(params), exc, engine.dialect.loaded_dbapi.Error,
-                                  connection_invalidated=bool(getattr(raw.dbapi_connection, "closed", 0))
+                                  hide_parameters=True, connection_invalidated=bool(getattr(raw.dbapi_connection, "closed", 0))
                                   ) from exc
     finally:
         raw.close()
