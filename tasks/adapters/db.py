@@ -349,7 +349,8 @@ def extract_frame(engine: Engine, sql: str, params: Mapping[str, Any],
         # The driver's own error, as SQLAlchemy would have wrapped it: callers tell a lost
         # connection, a timeout or a permission apart the same way for every statement.
         raise DBAPIError.instance(compiled, dict(params), exc, engine.dialect.loaded_dbapi.Error,
-                                  hide_parameters=True, connection_invalidated=bool(getattr(raw.dbapi_connection, "closed", 0))
+                                  hide_parameters=True,
+                                  connection_invalidated=bool(getattr(raw.dbapi_connection, "closed", 0))
                                   ) from exc
     finally:
         raw.close()
