@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, cast
 
 from prefect import State, flow, get_run_logger
 from prefect.runtime import flow_run
+from pydantic import StrictInt
 
 from dueflow.blocks.settings import ConfigError, Settings
 
@@ -19,7 +20,7 @@ NEEDS_ATTENTION_EVENT = "dueflow.run.needs-attention"
 
 
 @flow(name="ingest-bounces", persist_result=True)
-def ingest_bounces(batch: int = 100) -> State:
+def ingest_bounces(batch: StrictInt = 100) -> State:  # strict: True is not a batch of 1
     """Read the bounce mailbox (DUEFLOW_BOUNCE_URL): hard bounces mark their ledger rows
     `bounced`, soft ones are recorded, anything else is kept aside; processed messages are
     marked (a keyword, or moved), never deleted unless the URL asks.

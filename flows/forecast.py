@@ -11,6 +11,7 @@ from datetime import date
 
 from prefect import flow
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
+from pydantic import StrictBool, StrictInt
 
 from dueflow.blocks.settings import Settings
 from dueflow.flows.nightly_alerts import Start
@@ -33,13 +34,14 @@ def per_night(rows: pd.DataFrame) -> pd.DataFrame:
 @flow(name="forecast")
 def forecast_flow(
     start: date | None = None,
-    days: int = 7,
-    renewal_leads: list[int] = list(defaults.RENEWAL_LEADS),  # noqa: B006 - Prefect copies it
+    # Strict: pydantic would read True as 1 day (the nightly flow checks its raw values itself).
+    days: StrictInt = 7,
+    renewal_leads: list[StrictInt] = list(defaults.RENEWAL_LEADS),  # noqa: B006 - Prefect copies it
     renewal_locale: str = "en",
-    dunning_delays: list[int] = list(defaults.DUNNING_DELAYS),  # noqa: B006
+    dunning_delays: list[StrictInt] = list(defaults.DUNNING_DELAYS),  # noqa: B006
     dunning_start: Start = "sent",
     dunning_delay_unit: str = "calendar",
-    renewal_on_any_day: bool = False,
+    renewal_on_any_day: StrictBool = False,
 ) -> pd.DataFrame:
     """Every email the nightly run would send on each of `days` nights from `start`
     (default: today), assuming it runs every night and nothing is paid, renewed or

@@ -118,12 +118,15 @@ def checked_as_of(as_of: date | None, settings: Settings, engine: Engine, allow_
     ConfigError) when it is more than 31 days ahead or before the ledger's first night,
     unless allowed (parameter allow_any_as_of, or DUEFLOW_ALLOW_ANY_AS_OF)."""
     from dueflow.tasks.adapters import db
-    from dueflow.tasks.core.parameters import ParameterError, as_of_window
+    from dueflow.tasks.core.parameters import ParameterError, as_of_window, flag_of
 
+    try:
+        allow_any = flag_of("allow_any_as_of", allow_any) or settings.allow_any_as_of
+    except ParameterError as exc:
+        raise ConfigError(str(exc)) from None
     today = settings.today()
     if as_of is None:
         return today
-    allow_any = allow_any or settings.allow_any_as_of
     # Only a night before today can be before the ledger's first: today always may run.
     first = db.first_night(engine) if isinstance(as_of, date) and as_of < today and not allow_any else None
     try:
@@ -141,7 +144,7 @@ def check_night(settings: Settings, as_of: date | None, dry_run: bool, params: d
 
     raw = {name: p.default for name, p in inspect.signature(nightly_alerts.fn).parameters.items()}
     raw |= params | {"dry_run": dry_run}
-    allow_any = bool(raw.pop("allow_any_as_of"))
+    allow_any = raw.pop("allow_any_as_of")
     del raw["as_of"]
     with_email_block(settings, raw.pop("email_block"))
     checked_parameters(**raw)
@@ -149,7 +152,10 @@ def check_night(settings: Settings, as_of: date | None, dry_run: bool, params: d
                                                 settings.ledger_schema), allow_any)
 
 
-@flow(name="nightly-alerts", flow_run_name=run_name, persist_result=True,
+# validate_parameters=False: pydantic would coerce a value before dueflow sees it (False as
+# send_cap 0, true in dunning_delays as 1); tasks/core/parameters.py checks each raw value,
+# bool never a number, with one line naming the parameter (issue 36).
+@flow(name="nightly-alerts", flow_run_name=run_name, persist_result=True, validate_parameters=False,
       # Prefect's annotation is invariant in the future type its own runner returns:
       task_runner=ThreadPoolTaskRunner(max_workers=DELIVERY_WORKERS))  # type: ignore[arg-type]
 def nightly_alerts(

@@ -1,7 +1,9 @@
 -- SQLite flavour of extract_contracts.postgresql.sql (dates read through date(); the
--- leads as a JSON array through json_each); the same two branches.
+-- leads as a JSON array through json_each); the same two branches. The renewal date goes
+-- out as the row holds it: one written with an offset is dated in the business zone by the
+-- rules (date() would read it at UTC), and only a plain date takes the settled shortcut.
 WITH picked AS MATERIALIZED (
-    SELECT c.id, c.vendor, c.title, c.amount, c.amount_minor, c.currency, date(c.renewal_date) AS renewal_date,
+    SELECT c.id, c.vendor, c.title, c.amount, c.amount_minor, c.currency, c.renewal_date,
            c.notify_email, c.status,
            (SELECT min(CAST(l.value AS integer)) FROM json_each(:leads) AS l
             WHERE date(c.renewal_date) >= :as_of
@@ -9,7 +11,7 @@ WITH picked AS MATERIALIZED (
     FROM contracts c
     WHERE c.id IN (SELECT id FROM contracts WHERE /*include contract_may_be_due*/)
     UNION ALL
-    SELECT c.id, c.vendor, c.title, c.amount, c.amount_minor, c.currency, date(c.renewal_date) AS renewal_date,
+    SELECT c.id, c.vendor, c.title, c.amount, c.amount_minor, c.currency, c.renewal_date,
            c.notify_email, c.status,
            (SELECT min(CAST(l.value AS integer)) FROM json_each(:leads) AS l
             WHERE date(c.renewal_date) >= :as_of

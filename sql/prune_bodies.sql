@@ -4,7 +4,8 @@
 -- one it was retried from, Cc, Bcc), paragraph and note, a model's refused answer, the server's reply and
 -- error, the invoice PDF's path and name. What G1 and the rules need stays for ever: the
 -- key, job, subject, cycle, step, status, dates, attempts, Message-ID (a late bounce still
--- finds its row), and the PDF's size and SHA-256; pruned_at says when. Pending, failed and
+-- finds its row), the copies' digests (sql/prune_copies: a copy's bounce is still a copy's),
+-- and the PDF's size and SHA-256; pruned_at says when. Pending, failed and
 -- bounced rows are never touched: they may still be sent, or wait for a person. At most
 -- a batch of rows per statement, so that years of rows are pruned without a long lock.
 UPDATE dueflow_ledger

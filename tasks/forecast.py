@@ -86,7 +86,8 @@ def forecast(
     sender, look = settings.sender(), settings.email_look()
     calendar = settings.calendar()
     any_day = renewal_on_any_day or settings.renewal_on_any_day
-    renewal = RenewalJob(leads, renewal_locale, sender, look, None if any_day else calendar)
+    renewal = RenewalJob(leads, renewal_locale, sender, look, None if any_day else calendar,
+                         settings.timezone)
     dunning = DunningJob(dunning_delays, counted_from, settings.timezone, settings.escalation_address(),
                          sender, look, llm=None,  # the LLM is never asked for a forecast
                          rules=dunning_rules(settings, dunning_delays, counted_from, unit, calendar))
@@ -117,5 +118,6 @@ def forecast(
     kept = [part for part in parts if not part.empty]
     rows = pd.concat(kept, ignore_index=True) if kept else no_forecast_rows()
     # As records: pandas compares attrs when it combines frames, and a frame in them breaks that.
-    rows.attrs["held"] = held_invoices(invoices["invoices"], invoices["clients"], start).to_dict("records")
+    rows.attrs["held"] = held_invoices(invoices["invoices"], invoices["clients"], start,
+                                       settings.timezone).to_dict("records")
     return rows

@@ -19,7 +19,7 @@ import json
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields, replace
-from datetime import date, timedelta
+from datetime import UTC, date, datetime, timedelta
 from typing import ClassVar
 
 from prefect import task
@@ -66,7 +66,7 @@ from dueflow.tasks.core.reservation import already_in_ledger, plan_reservation, 
 from dueflow.tasks.core.statuses import LedgerStatus, RowStatus
 from dueflow.tasks.core.tone import FREE_TEXT_SOURCE, Draft, Fallback
 from dueflow.tasks.core.validate import as_dates
-from dueflow.tasks.deliver import DeliverySettings, Recipient, deliver
+from dueflow.tasks.deliver import DeliverySettings, Recipient, deliver, retry_time
 from dueflow.tasks.steps import compose_and_store, quarantine_rows, reserve_slots, store_messages
 
 Extracted = dict[str, pd.DataFrame]
@@ -136,6 +136,7 @@ class RenewalJob(NightJob):
     sender: Mailbox
     look: EmailLook | None = None
     calendar: BusinessCalendar | None = None  # alerts wait for business days (None: any day)
+    timezone: str = "UTC"  # the business zone a renewal date with an offset is read in
 
     def extract(self, database: Database, as_of: date) -> Extracted:
         start, end = renewal_window(as_of, self.leads, self.calendar)
@@ -146,12 +147,12 @@ class RenewalJob(NightJob):
             "window_start": start.isoformat(), "window_end": end.isoformat(), "as_of": as_of.isoformat(),
             "leads": json.dumps(normalise_leads(self.leads))})
         return {"contracts": amounts_from_minor(contracts),
-                "history": db.renewal_history_of(engine, contracts, as_of)}
+                "history": db.renewal_history_of(engine, contracts, as_of, self.timezone)}
 
     def decide(self, extracted: Extracted, as_of: date) -> Decision:
         contracts, settled = settled_apart(extracted["contracts"])
         return with_settled(due_renewal_alerts(contracts, extracted["history"], as_of, self.leads,
-                                               self.calendar), settled, as_of)
+                                               self.calendar, self.timezone), settled, as_of, self.timezone)
 
     def compose(self, winners: pd.DataFrame, extracted: Extracted, as_of: date,
                 drafts: dict[str, Draft]) -> Composed:
@@ -162,7 +163,7 @@ class RenewalJob(NightJob):
         return {"contracts": amounts_from_minor(db.rows_by_id(database, "contracts_by_id", ids))}
 
     def decide_again(self, extracted: Extracted, rows: pd.DataFrame, as_of: date) -> Decision:
-        return renewal_alerts_for(extracted["contracts"], rows, as_of)
+        return renewal_alerts_for(extracted["contracts"], rows, as_of, self.timezone)
 
 
 @dataclass(frozen=True)
@@ -283,7 +284,8 @@ def night_jobs(settings: Settings, params: RunParameters) -> tuple[RenewalJob, D
     sender, look = settings.sender(), settings.email_look()
     calendar = settings.calendar()
     any_day = params.renewal_on_any_day or settings.renewal_on_any_day
-    return (RenewalJob(params.leads, params.renewal_locale, sender, look, None if any_day else calendar),
+    return (RenewalJob(params.leads, params.renewal_locale, sender, look, None if any_day else calendar,
+                       settings.timezone),
             DunningJob(params.delays, params.dunning_start, settings.timezone, settings.escalation_address(),
                        sender, look, settings.llm, settings.phrasebook(), settings.invoice_pdf_template(),
                        dunning_rules(settings, params.delays, params.dunning_start, params.delay_unit,
@@ -389,12 +391,13 @@ def render_again(database: Database, jobs: Sequence[NightJob], rows: pd.DataFram
 
 @task(name="retry-failed", cache_policy=NO_CACHE)
 def retry_failed(database: Database, jobs: Sequence[NightJob], as_of: date, flow_run_id: str | None,
-                 max_attempts: int) -> list[tuple[str, str]]:
+                 max_attempts: int, backoff: timedelta) -> list[tuple[str, str]]:
     """Failed rows due for another attempt go back to pending (G4) with their message
     rendered again from the source rows as they are now: a retry goes to the address the
     data now says, with what the email now shows. A permanent failure (a mailbox refused
     it) is retried only when it would now go to another address. Never a `pending` row
-    (G3). Returns the retries that could not be rendered, with why (they stay failed)."""
+    (G3). Returns the retries that could not be rendered, with why: they stay failed, the
+    attempt counted and the next one after `backoff`."""
     candidates = db.retry_candidates(database, as_of, max_attempts)
     if candidates.empty:
         return []
@@ -404,7 +407,9 @@ def retry_failed(database: Database, jobs: Sequence[NightJob], as_of: date, flow
     keys = set(retried_keys(candidates, rendered))
     db.requeue_failed(database, flow_run_id, [e.as_row() for e in composed.emails if e.key in keys])
     transient = set(candidates.loc[~candidates["permanent"], "key"])
-    return [(key, reason) for key, reason in composed.failures if key in transient]
+    unrendered = [(key, reason) for key, reason in composed.failures if key in transient]
+    db.record_unrendered_retries(database.engine, unrendered, retry_time(datetime.now(UTC), backoff))
+    return unrendered
 
 
 def changed_attachments(candidates: pd.DataFrame, composed: Composed) -> Composed:
@@ -436,7 +441,7 @@ def send_unsent(ctx: RunContext) -> pd.DataFrame:
         return no_rows()
     jobs = ctx.jobs
     unrendered = dict(retry_failed(ctx.database, jobs, ctx.as_of, ctx.flow_run_id,
-                                   ctx.params.retry_max_attempts))
+                                   ctx.params.retry_max_attempts, ctx.params.retry_backoff))
     withdrawn = db.withdraw_unsent(ctx.database, ctx.as_of)
     unsent = db.unsent_rows(ctx.database.engine)
     settled = pd.Series([*withdrawn, *unrendered], dtype=object)

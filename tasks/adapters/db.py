@@ -30,6 +30,7 @@ from dueflow.tasks.core.message import OutgoingEmail
 from dueflow.tasks.core.sources import DEFAULT_MAPPING, SourceMapping
 from dueflow.tasks.core.statuses import SendResult
 from dueflow.tasks.core.text import VALID_UTF8
+from dueflow.tasks.core.validate import business_dates
 
 # What a job hands to `reserve`: the ledger row to insert, plus `previous_by`, the
 # latest as_of the previous step may carry for this step to be due (dunning only).
@@ -62,14 +63,16 @@ def _engine(url: str, lock_timeout: float, ledger_schema: str | None = None) -> 
             # SQLAlchemy 2.1 defaults to psycopg 3; dueflow ships psycopg2.
             parsed = parsed.set(drivername="postgresql+psycopg2")
         if parsed.get_backend_name() == "sqlite":
-            engine = create_engine(parsed, connect_args={"timeout": lock_timeout})
+            # hide_parameters: an error's text never carries a statement's values (client
+            # addresses, ids) into a terminal or Prefect's logs (issue 36).
+            engine = create_engine(parsed, connect_args={"timeout": lock_timeout}, hide_parameters=True)
             _configure_sqlite(engine, lock_timeout)
         else:
             # application_name: an operator sees dueflow's sessions in pg_stat_activity
             # (unless the URL names them itself: ?application_name=…).
             names = {} if "application_name" in parsed.query else {"application_name": "dueflow"}
             engine = create_engine(parsed, pool_pre_ping=True, pool_size=8, max_overflow=8,
-                                   connect_args=names)
+                                   connect_args=names, hide_parameters=True)
             if ledger_schema:
                 _put_ledger_first(engine, ledger_schema)
     except (ArgumentError, NoSuchModuleError, ValueError, ImportError) as exc:
@@ -346,6 +349,7 @@ def extract_frame(engine: Engine, sql: str, params: Mapping[str, Any],
         # The driver's own error, as SQLAlchemy would have wrapped it: callers tell a lost
         # connection, a timeout or a permission apart the same way for every statement.
         raise DBAPIError.instance(compiled, dict(params), exc, engine.dialect.loaded_dbapi.Error,
+                                  hide_parameters=True,
                                   connection_invalidated=bool(getattr(raw.dbapi_connection, "closed", 0))
                                   ) from exc
     finally:
@@ -377,12 +381,14 @@ def _copy_frame(raw: Any, compiled: str, params: Mapping[str, Any],
     return frame
 
 
-def renewal_history_of(engine: Engine, contracts: pd.DataFrame, as_of: date) -> pd.DataFrame:
+def renewal_history_of(engine: Engine, contracts: pd.DataFrame, as_of: date, timezone: str) -> pd.DataFrame:
     """The leads already reserved for the (contract, cycle) pairs of the extracted rows the
-    ledger does not settle (sql/renewal_history_of): index probes, not every cycle ahead."""
+    ledger does not settle (sql/renewal_history_of): index probes, not every cycle ahead. A
+    cycle is the renewal date as the rules date it (in the business zone)."""
     rows = contracts[contracts["settled_lead"].isna()] if "settled_lead" in contracts else contracts
-    rows = rows[rows["id"].notna() & rows["renewal_date"].notna()]
-    pairs = json.dumps([[str(i), str(c)[:10]] for i, c in zip(rows["id"], rows["renewal_date"], strict=True)])
+    cycles = business_dates(rows["renewal_date"], timezone).dt.strftime("%Y-%m-%d")
+    dated = (rows["id"].notna() & cycles.notna()).to_numpy()
+    pairs = json.dumps([[str(i), str(c)] for i, c in zip(rows["id"][dated], cycles[dated], strict=True)])
     return extract_frame(engine, statement("renewal_history_of", dialect(engine)),
                          {"pairs": pairs, "as_of": as_of.isoformat()})
 
@@ -631,6 +637,17 @@ def record_unrendered(engine: Engine, failures: Sequence[tuple[str, str]]) -> No
                          [{"key": key, "error": error} for key, error in failures])
 
 
+def record_unrendered_retries(engine: Engine, failures: Sequence[tuple[str, str]],
+                              retry_after: datetime) -> None:
+    """Failed rows whose retry could not be rendered: the attempt counts, with its reason
+    (sql/record_unrendered_retry)."""
+    if failures:
+        with writing(engine) as conn:
+            conn.execute(text(statement("record_unrendered_retry")),
+                         [{"key": key, "error": error, "retry_after": utc_stamp(retry_after)}
+                          for key, error in failures])
+
+
 def retry_candidates(database: Database, as_of: date, max_attempts: int) -> pd.DataFrame:
     """Failed rows that may go out again tonight, with what renders them again
     (sql/retry_candidates): transient failures due for another attempt, and permanent ones
@@ -703,11 +720,18 @@ def prune_bodies(engine: Engine, before: date, batch: int = PRUNE_BATCH) -> int:
     adopted) whose step got out before `before`, batch by batch (sql/prune_bodies); keys,
     statuses and dates stay. Never a pending, failed or bounced row. Returns how many rows
     this call pruned (a second call with the same date prunes none)."""
+    from dueflow.tasks.core.bounces import copy_digests
+
     pruned = 0
+    params = {"before": before.isoformat(), "batch": batch}
     while True:
         with writing(engine) as conn:
-            count = conn.execute(text(statement("prune_bodies")),
-                                 {"before": before.isoformat(), "batch": batch}).rowcount
+            copies = [{"key": row.key, "copy_digests": copy_digests(row.recipient, row.cc_recipient,
+                                                                    row.bcc_recipient)}
+                      for row in conn.execute(text(statement("prune_copies")), params)]
+            if copies:  # what a copy's late bounce needs, kept as digests (sql/prune_copies)
+                conn.execute(text(statement("prune_copy_digest")), copies)
+            count = conn.execute(text(statement("prune_bodies")), params).rowcount
         pruned += count
         if count < batch:
             return pruned

@@ -250,6 +250,20 @@ class Matched:
     kept: pd.DataFrame
 
 
+def address_digest(address: str) -> str:
+    """What retention keeps of a copy's address (`copy_digests`): its SHA-256, never the
+    address; compared case-insensitively, as mail systems compare addresses."""
+    return hashlib.sha256(address.strip().lower().encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def copy_digests(recipient: str | None, cc: str | None, bcc: str | None) -> str | None:
+    """The digests of a row's copies that were sent apart from its recipient (a copy to
+    the recipient itself never was), space-separated; None without any."""
+    to = (recipient or "").strip().lower()
+    digests = [address_digest(c) for c in (cc, bcc) if c and c.strip() and c.strip().lower() != to]
+    return " ".join(dict.fromkeys(digests)) or None
+
+
 BOUNCE_COLUMNS = ("report_id", "key", "message_id", "kind", "status_code", "diagnostic", "recipient",
                   "seen_at", "source")
 KEPT_COLUMNS = ("report_id", "reason", "detail", "message_id", "key", "seen_at", "source")
@@ -276,6 +290,11 @@ def match_reports(reports: pd.DataFrame, ledger: pd.DataFrame) -> Matched:
     if "recipient" in by_id:  # a copy to the recipient itself was never sent apart
         to = reports["message_id"].astype("string").map(by_id["recipient"]).astype("string").str.lower()
         copy_failed = copy_failed & ~(failed == to).fillna(False).astype(bool)
+    if "copy_digests" in by_id:  # a pruned row: its copies' digests, kept when the addresses went
+        digests = reports["message_id"].astype("string").map(by_id["copy_digests"]).astype("string")
+        pruned_copy = [isinstance(f, str) and isinstance(d, str) and address_digest(f) in d.split()
+                       for f, d in zip(failed.astype(object), digests.astype(object), strict=True)]
+        copy_failed = copy_failed | pd.Series(pruned_copy, index=reports.index, dtype=bool)
     reason = pd.Series(pd.NA, index=reports.index, dtype="string")
     detail = pd.Series(pd.NA, index=reports.index, dtype="string")
     checks = [

@@ -133,8 +133,11 @@ def parse_holidays(text: str | None, name: str = "DUEFLOW_HOLIDAYS") -> tuple[st
     import holidays
 
     code = text.strip().upper()
-    country, _, subdiv = code.partition("-")
+    country, dash, subdiv = code.partition("-")
     supported = holidays.list_supported_countries()
+    if dash and not subdiv.strip():  # "ES-": a region meant and not written, not the whole country
+        raise CalendarError(f"{name}={text[:40]!r}: the region after '-' is missing; write the country"
+                            f" alone (e.g. {country or 'ES'}) or with a region (e.g. ES-MD)")
     if country not in supported:
         raise CalendarError(f"{name}={text[:40]!r}: unknown country; write an ISO code the holidays"
                             " package knows, e.g. ES, or a region, e.g. ES-MD")

@@ -7,7 +7,6 @@ by construction: a missing or unexpected value is a reason, never a silent "no".
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, timedelta
@@ -39,8 +38,8 @@ from dueflow.tasks.core.statuses import (
     STEP_DONE,
     LedgerStatus,
 )
-from dueflow.tasks.core.text import VALID_UTF8, invalid_utf8, lowered, one_line, search_rows, stripped
-from dueflow.tasks.core.validate import as_dates, first_reason, flag_values, quote
+from dueflow.tasks.core.text import VALID_UTF8, invalid_utf8, lowered, one_line, stripped
+from dueflow.tasks.core.validate import as_dates, business_dates, first_reason, flag_values, quote
 
 TEXT_LIMIT = 200  # characters of a name, title or number shown in an email
 
@@ -213,6 +212,7 @@ def due_renewal_alerts(
     as_of: date,
     leads: Sequence[int],
     calendar: BusinessCalendar | None = None,
+    timezone: str = "UTC",
 ) -> Decision:
     """Renewal alerts due on `as_of` (docs/design.md, "The rules").
 
@@ -221,11 +221,12 @@ def due_renewal_alerts(
     per contract and cycle (cycle = renewal date as YYYY-MM-DD).
     `calendar`: alerts wait for business days (None: every day, `renewal_on_any_day`). On a
     closed day nothing is due; on the next business day, a renewal that fell on the closed
-    days just past counts as renewing today (its most urgent lead, once).
+    days just past counts as renewing today (its most urgent lead, once). `timezone`: the
+    business zone a renewal date written with an offset is read in.
     """
     rows = contracts.reset_index(drop=True)
     cancelled = (_text(rows, "status") == CONTRACT_CANCELLED).fillna(False).astype(bool)
-    renewal = as_dates(rows["renewal_date"])
+    renewal = business_dates(rows["renewal_date"], timezone)
     days_left = (renewal - pd.Timestamp(as_of)).dt.days
     caught_up = (renewal >= pd.Timestamp(lookback_start(as_of, calendar))) & (days_left < 0)
     lead = pd.Series(
@@ -259,12 +260,12 @@ def settled_apart(contracts: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     return contracts.loc[~settled].drop(columns="settled_lead"), contracts.loc[settled]
 
 
-def with_settled(decision: Decision, settled: pd.DataFrame, as_of: date) -> Decision:
+def with_settled(decision: Decision, settled: pd.DataFrame, as_of: date, timezone: str = "UTC") -> Decision:
     """`decision` plus the settled rows as due and handled (their key, recipient and dates:
     what the summary reports of a handled row)."""
     if settled.empty:
         return decision
-    renewal = as_dates(settled["renewal_date"])
+    renewal = business_dates(settled["renewal_date"], timezone)
     subject_id = settled["id"].astype("string").reset_index(drop=True)
     cycle = renewal.dt.strftime("%Y-%m-%d").astype("string").reset_index(drop=True)
     step_rank = pd.to_numeric(settled["settled_lead"]).astype(np.int64).reset_index(drop=True)
@@ -280,13 +281,14 @@ def with_settled(decision: Decision, settled: pd.DataFrame, as_of: date) -> Deci
     return Decision(due=due, quarantined=decision.quarantined)
 
 
-def renewal_alerts_for(contracts: pd.DataFrame, keys: pd.DataFrame, as_of: date) -> Decision:
+def renewal_alerts_for(contracts: pd.DataFrame, keys: pd.DataFrame, as_of: date,
+                       timezone: str = "UTC") -> Decision:
     """The facts of renewal alerts already in the ledger (`keys`: key, subject_id, cycle,
     step_rank) from their contracts as they are now: to render a reserved alert that
     was never stored. A key whose contract is gone, bad, or renews on another date is
     quarantined with the reason, keyed by the ledger key."""
     rows = contracts.reset_index(drop=True)
-    renewal = as_dates(rows["renewal_date"])
+    renewal = business_dates(rows["renewal_date"], timezone)
     reason = _contract_reasons(rows, renewal, pd.Series(True, index=rows.index))
     facts = _renewal_rows(rows, reason.isna(), renewal, pd.Series(0, index=rows.index), as_of)
     facts = facts.drop(columns=["key", "step", "step_rank"])
@@ -303,25 +305,6 @@ def renewal_alerts_for(contracts: pd.DataFrame, keys: pd.DataFrame, as_of: date)
     return Decision(due=merged.loc[found, list(RENEWAL_COLUMNS)].reset_index(drop=True),
                     quarantined=pd.DataFrame({"source_id": missing["key"], "reason": why.fillna(
                         "the contract no longer renews on this date")}).reset_index(drop=True))
-
-
-_OFFSET = r"(?:[zZ]|[+-]\d{2}(?::?\d{2}(?::?\d{2})?)?)$"
-_OFFSET_LINES = re.compile(_OFFSET, re.MULTILINE)
-
-
-def business_dates(values: pd.Series, timezone: str) -> pd.Series:
-    """Timestamps to their date in the business time zone. A timestamp with an offset is
-    converted to the zone; one without (a `timestamp without time zone` column, a date) is
-    already the business zone's local time (docs/your-data.md). Anything else is NaT."""
-    text = stripped(values)
-    aware = pd.Series(search_rows(text, _OFFSET_LINES), index=values.index)
-    stamps = pd.to_datetime(text.where(aware), errors="coerce", utc=True, format="ISO8601",
-                            cache=False)
-    local = stamps.dt.tz_convert(timezone).dt.tz_localize(None)
-    naive = text.where(~aware & text.notna())
-    if naive.notna().any():
-        local = local.where(aware, pd.to_datetime(naive, errors="coerce", format="ISO8601", cache=False))
-    return local.dt.normalize()
 
 
 def current_dunning_steps(history: pd.DataFrame) -> pd.DataFrame:
@@ -395,35 +378,40 @@ def _ended(rows: pd.DataFrame) -> pd.Series:
 
 def _start_dates(rows: pd.DataFrame, timezone: str) -> tuple[pd.Series, pd.Series]:
     """Each invoice's sent date (business zone) and due date."""
-    return business_dates(rows["sent_at"], timezone), as_dates(rows["due_date"])
+    return business_dates(rows["sent_at"], timezone), business_dates(rows["due_date"], timezone)
 
 
-def _optional_dates(frame: pd.DataFrame, column: str) -> tuple[pd.Series, pd.Series]:
+def _given(frame: pd.DataFrame, column: str) -> pd.Series:
+    """Where a column holds something (not NULL, not blank)."""
+    return stripped(_text(frame, column)).replace("", pd.NA).notna().astype(bool)
+
+
+def _optional_dates(frame: pd.DataFrame, column: str, timezone: str) -> tuple[pd.Series, pd.Series]:
     """An optional date column: its dates (NaT where empty) and where it holds something
     that is not a date (quarantined: a hold we cannot read is not ignored)."""
     text = stripped(_text(frame, column)).replace("", pd.NA)
-    dates = as_dates(text)
+    dates = business_dates(text, timezone)
     return dates, (text.notna() & dates.isna()).astype(bool)
 
 
-def _hold_ends(rows: pd.DataFrame, client: pd.DataFrame, client_copies: pd.Series
+def _hold_ends(rows: pd.DataFrame, client: pd.DataFrame, client_copies: pd.Series, timezone: str
                ) -> tuple[pd.Series, pd.Series, pd.Series, pd.Series]:
     """Holds with an end, per invoice: the invoice's own (Mahnstopp, dunning_hold_until) and
     its client's pause (dunning_paused_until; only a client row that is the only one with its
     id counts), NaT where none; and where each holds something that is not a date (the
     invoice is quarantined: a hold we cannot read is not ignored). Held while the later end
     is after tonight."""
-    hold, bad_hold = _optional_dates(rows, "dunning_hold_until")
-    pause_end, bad_pause = _optional_dates(client, "dunning_paused_until")
+    hold, bad_hold = _optional_dates(rows, "dunning_hold_until", timezone)
+    pause_end, bad_pause = _optional_dates(client, "dunning_paused_until", timezone)
     return hold, pause_end.where(client_copies == 1), bad_hold, bad_pause
 
 
-def hold_ends(invoices: pd.DataFrame, clients: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
+def hold_ends(invoices: pd.DataFrame, clients: pd.DataFrame, timezone: str) -> tuple[pd.Series, pd.Series]:
     """Each invoice's hold end and its client's pause end as the decision reads them (NaT:
     none), aligned with the rows in order (a fresh RangeIndex)."""
     rows = invoices.reset_index(drop=True)
     client, _, copies = _client_of(rows, clients)
-    hold, pause_end, _, _ = _hold_ends(rows, client, copies)
+    hold, pause_end, _, _ = _hold_ends(rows, client, copies, timezone)
     return hold, pause_end
 
 
@@ -454,7 +442,7 @@ def _invoices(invoices: pd.DataFrame, clients: pd.DataFrame, timezone: str, prof
     status = _text(rows, "status")
     ended = _ended(rows)
     paused = flag_values(client["dunning_paused"])
-    hold, pause_end, bad_hold, bad_pause = _hold_ends(rows, client, client_copies)
+    hold, pause_end, bad_hold, bad_pause = _hold_ends(rows, client, client_copies, timezone)
     hold_end = pd.concat([hold, pause_end], axis=1).max(axis=1)
     held = ((hold_end > pd.Timestamp(as_of)) if as_of is not None
             else pd.Series(False, index=rows.index)).fillna(False).astype(bool)
@@ -502,6 +490,10 @@ def _invoices(invoices: pd.DataFrame, clients: pd.DataFrame, timezone: str, prof
              + quote(cc_email[i]) + ": it " + cc_problem[i]),
             (start_date.isna() & by_sent, "sent_at missing or not a valid timestamp"),
             (start_date.isna(), "due_date missing or not a valid date"),
+            # Counted from sent_at, an invoice may have no due date (its emails say none);
+            # one that holds something else is not read as "none" (G6).
+            (due_date.isna() & _given(rows, "due_date"), lambda i: "due_date is not a date: "
+             + quote(rows["due_date"][i])),
             (~known_currency(rows["currency"]), lambda i: "unknown currency " + quote(rows["currency"][i])),
             (amounts.notna(), lambda i: amounts[i]),
         ],
@@ -609,7 +601,8 @@ def dunning_may_be_due(invoices: pd.DataFrame, history: pd.DataFrame, as_of: dat
     sent_date, due_date = _start_dates(rows, timezone)
     steps = _steps_of(rows, history, delays)
     start_date = sent_date if start == "sent" else due_date
-    held = (_optional_dates(rows, "dunning_hold_until")[0] > pd.Timestamp(as_of)).fillna(False).astype(bool)
+    held = (_optional_dates(rows, "dunning_hold_until", timezone)[0] > pd.Timestamp(as_of)
+            ).fillna(False).astype(bool)
     return (~_ended(rows) & ~held & _may_be_due(steps, _days_in_step(steps, start_date, as_of))).astype(bool)
 
 

@@ -84,11 +84,11 @@ def why_tonight(due_since: pd.Series, night: date, calendar: BusinessCalendar | 
     return days.map(words).fillna("").astype("string")
 
 
-def held_invoices(invoices: pd.DataFrame, clients: pd.DataFrame, night: date) -> pd.DataFrame:
+def held_invoices(invoices: pd.DataFrame, clients: pd.DataFrame, night: date, timezone: str) -> pd.DataFrame:
     """The open invoices held on `night` (an invoice hold or its client's pause ending after
     it): invoice_id, client_id, held_until (the later end), by (what holds it)."""
     invoices = invoices.reset_index(drop=True)
-    hold, pause = hold_ends(invoices, clients)
+    hold, pause = hold_ends(invoices, clients, timezone)
     tonight = pd.Timestamp(night)
     by_hold, by_pause = (hold > tonight).fillna(False), (pause > tonight).fillna(False)
     held = (by_hold | by_pause).astype(bool)

@@ -81,7 +81,8 @@ def _whole(name: str, value: object, low: int, high: int, allowed: str | None = 
     return value
 
 
-def _flag(name: str, value: object) -> bool:
+def flag_of(name: str, value: object) -> bool:
+    """An on/off parameter: true or false, nothing read as one ("yes", 1)."""
     if not isinstance(value, bool):
         raise ParameterError(name, "true or false", value)
     return value
@@ -193,13 +194,13 @@ def run_parameters(
         renewal_locale=locale_of(renewal_locale),
         retry_max_attempts=_whole("retry_max_attempts", retry_max_attempts, 1, MAX_ATTEMPTS),
         send_cap=send_cap,
-        adopt=_flag("adopt", adopt),
-        dry_run=_flag("dry_run", dry_run),
+        adopt=flag_of("adopt", adopt),
+        dry_run=flag_of("dry_run", dry_run),
         retry_backoff_minutes=_whole(
             "retry_backoff_minutes", retry_backoff_minutes, 0, MAX_BACKOFF_MINUTES,
             f"a whole number of minutes from 0 to {MAX_BACKOFF_MINUTES:,} (30 days)"),
         delay_unit=delay_unit_of(dunning_delay_unit),
-        renewal_on_any_day=_flag("renewal_on_any_day", renewal_on_any_day),
+        renewal_on_any_day=flag_of("renewal_on_any_day", renewal_on_any_day),
     )
 
 

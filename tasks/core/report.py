@@ -157,18 +157,24 @@ class RunSummary:
         if self.adopted:
             return (f"Adopted {self.adopted} due email(s) for {self.as_of} as already handled;"
                     " nothing was sent.")
+        # Held back by the send cap: said in every headline, never hidden behind "nothing new".
+        deferred = (f"{self.deferred} deferred by the send cap (a later run sends them)"
+                    if self.deferred else "")
         if self.dry_run:
-            return (f"Dry run for {self.as_of}: {self.won} email(s) would be sent, "
-                    f"{self.already_handled} already handled, {self.quarantined} quarantined{self._below()}.")
+            return (f"Dry run for {self.as_of}: {self.won} email(s) would be sent"
+                    f"{', ' + deferred if deferred else ''}, {self.already_handled} already handled,"
+                    f" {self.quarantined} quarantined{self._below()}.")
         earlier = "".join([
             f", {self.failed_earlier} failed earlier" if self.failed_earlier else "",
             f", {self.pending_earlier} pending since an earlier run" if self.pending_earlier else ""])
         if self.won == 0 and self.retried == 0:
-            return (f"Nothing new to send for {self.as_of}: {self.already_handled} due email(s) were "
+            opening = (f"Nothing sent for {self.as_of}: {deferred}, " if deferred
+                       else f"Nothing new to send for {self.as_of}: ")
+            return (f"{opening}{self.already_handled} due email(s) were "
                     f"already handled by earlier runs{earlier}, {self.quarantined} row(s)"
                     f" quarantined{self._below()}.")
         retried = f" (and {self.retried} retried)" if self.retried else ""
-        retried += f"; {self.deferred} deferred by the send cap" if self.deferred else ""
+        retried += f"; {deferred}" if deferred else ""
         unsent = f", {self.not_sent} not sent (a later run sends them)" if self.not_sent else ""
         return (f"Run for {self.as_of}: {self.sent} sent, {self.failed} failed, {self.pending} pending"
                 f"{unsent} of {self.won} new{retried}; {self.already_handled} already handled{earlier}, "

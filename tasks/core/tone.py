@@ -20,7 +20,6 @@ from functools import lru_cache
 
 import numpy as np
 
-from dueflow.tasks.core.decide import business_dates
 from dueflow.tasks.core.frames import pd
 from dueflow.tasks.core.locales import DEFAULT_LOCALE, SUPPORTED_LOCALES
 from dueflow.tasks.core.phrasebook import (
@@ -31,7 +30,7 @@ from dueflow.tasks.core.phrasebook import (
     Tone,
     tones_for,
 )
-from dueflow.tasks.core.validate import as_dates
+from dueflow.tasks.core.validate import as_dates, business_dates
 
 
 class PlanSource(StrEnum):
@@ -162,7 +161,7 @@ def payment_history_frame(raw: pd.DataFrame, timezone: str = "UTC") -> pd.DataFr
     NA while unpaid or without a due date. `reminders` counts the reminders surely sent
     for the invoice (0 when absent)."""
     frame = raw.reset_index(drop=True)
-    due = as_dates(frame["due_date"])
+    due = business_dates(frame["due_date"], timezone)
     paid = business_dates(frame["paid_at"], timezone)
     reminders = frame["reminders"] if "reminders" in frame else pd.Series(0, index=frame.index)
     return pd.DataFrame({

@@ -164,6 +164,14 @@ def show_in_chromium(eml: Path, png: Path) -> None:
     shutil.rmtree(png.parent / ".chromium", ignore_errors=True)
 
 
+def attempt(url: str, key: str) -> tuple[int, str, object]:
+    """The row's attempts, error and retry_after."""
+    with db.engine_for(url).connect() as conn:
+        row = conn.execute(text("SELECT attempts, error, retry_after FROM dueflow_ledger WHERE key = :k"),
+                           {"k": key}).one()
+    return int(row.attempts), row.error, row.retry_after
+
+
 def test_a_retry_after_the_pdf_changed_fails_visibly_and_sends_the_identical_bytes_once_restored(
         run_env, smtp_sink, company):
     pdf = invoice_pdf("F-7")
@@ -185,14 +193,25 @@ def test_a_retry_after_the_pdf_changed_fails_visibly_and_sends_the_identical_byt
     assert "not sent again: the invoice PDF is not the one its first message carried" in row["detail"]
     assert f"sha256 {stored[:16]}" in row["detail"] and "put the original file back" in row["detail"]
     assert smtp_sink.data_seen == [] and ledger(run_env)[key]["status"] == "failed"
+    # The refused retry counts as an attempt, with its own reason in the row (issue 36, case 5).
+    assert attempt(run_env, key)[:2] == (2, row["detail"])
 
-    (company / "F-7.pdf").unlink()  # vanished: still not sent, still said
+    (company / "F-7.pdf").unlink()  # vanished: still not sent, still said, counted
     third = nightly_alerts(as_of=AS_OF + timedelta(days=2), retry_backoff_minutes=0)
     assert "does not exist" in third.rows[third.rows["key"] == key].iloc[0]["detail"]
-    assert smtp_sink.data_seen == []
+    assert smtp_sink.data_seen == [] and attempt(run_env, key)[0] == 3
+    nightly_alerts(as_of=AS_OF + timedelta(days=2), retry_backoff_minutes=0)  # the last of 3 was spent
+    assert attempt(run_env, key)[0] == 3 and smtp_sink.data_seen == []  # it waits for a person
+    more = {"retry_backoff_minutes": 60, "retry_max_attempts": 5}
+    nightly_alerts(as_of=AS_OF + timedelta(days=2), **more)
+    assert attempt(run_env, key)[0] == 4 and attempt(run_env, key)[2] is not None  # the back-off moves
+    nightly_alerts(as_of=AS_OF + timedelta(days=2), **more)
+    assert attempt(run_env, key)[0] == 4  # and is waited for
 
     (company / "F-7.pdf").write_bytes(pdf)  # restored: the identical bytes go out, once
-    fourth = nightly_alerts(as_of=AS_OF + timedelta(days=3), retry_backoff_minutes=0)
+    with db.engine_for(run_env).begin() as conn:  # the back-off over
+        conn.execute(text("UPDATE dueflow_ledger SET retry_after = NULL WHERE key = :k"), {"k": key})
+    fourth = nightly_alerts(as_of=AS_OF + timedelta(days=3), retry_backoff_minutes=0, retry_max_attempts=5)
     assert fourth.sent == 1 and smtp_sink.keys() == [key]
     (attachment,) = smtp_sink.messages[0].iter_attachments()
     assert attachment.get_content() == pdf

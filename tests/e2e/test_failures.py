@@ -196,7 +196,8 @@ def test_a_batch_executed_twice_sends_nothing_twice(db_url, smtp_sink):
     db.resolve_pending(engine, key("c4"), "failed", "operator: not received")
     smtp_sink.faults.clear()
     jobs = (RenewalJob((30,), "en", SENDER), DunningJob((7, 5, 7), "sent", "UTC", None, SENDER))
-    assert retry_failed.fn(sourced(engine), jobs, AS_OF, None, 3) == []  # rendered again from the contract
+    # rendered again from the contract
+    assert retry_failed.fn(sourced(engine), jobs, AS_OF, None, 3, timedelta(0)) == []
     assert db.ledger_rows(engine).set_index("key").loc[key("c4"), "status"] == "pending"
     retried = deliver_batch.fn(items, settings)
     assert [(d.key, d.status) for d in retried if d.status == "sent"] == [(key("c4"), "sent")]

@@ -24,9 +24,10 @@ from sqlalchemy import create_engine, text
 
 from dueflow.flows.nightly_alerts import nightly_alerts
 from dueflow.tasks.adapters import db
-from dueflow.tasks.core.decide import business_dates, due_dunning_steps
+from dueflow.tasks.core.decide import due_dunning_steps
 from dueflow.tasks.core.keys import dunning_key, printable_id, renewal_key
 from dueflow.tasks.core.message import HEADER_NAMES
+from dueflow.tasks.core.validate import business_dates
 from dueflow.tasks.jobs import DunningJob
 from tests import examples
 from tests.conftest import PG_URL, require_pg
@@ -111,9 +112,9 @@ def postgres_safe(rows: list[dict], numeric: tuple[str, ...]) -> list[dict]:
 
 
 def read_back(url: str, kind: str, table: str, columns: tuple[str, ...]) -> list[dict]:
-    """The rows as the database holds them, as text (what dueflow reads)."""
-    casts = ", ".join(f"CAST({c} AS text) AS {c}" if kind == "postgresql" or c != "renewal_date"
-                      else "date(renewal_date) AS renewal_date" for c in columns)
+    """The rows as the database holds them, as text (what dueflow reads: every date as it is
+    written, dated by dueflow itself)."""
+    casts = ", ".join(f"CAST({c} AS text) AS {c}" for c in columns)
     frame = db.read_frame(db.engine_for(url), f"SELECT {casts} FROM {table}", {})
     return frame.astype(object).where(frame.notna(), None).to_dict("records")
 

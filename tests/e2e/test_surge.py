@@ -38,3 +38,33 @@ def test_send_cap_sends_the_most_urgent_first_and_the_rest_later(run_env, smtp_s
     assert (second.sent, third.sent, third.deferred) == (3, 1, 0)
     keys = smtp_sink.keys()
     assert len(keys) == len(set(keys)) == len(offsets)
+
+
+def test_a_cap_of_zero_says_what_it_held_back_and_a_boolean_is_never_a_number(run_env, smtp_sink):
+    """issue 36, case 6: `send_cap=False` was read as 0 by Prefect's parameter coercion (a
+    green run that sent nothing, its headline "0 due email(s) were already handled"), and
+    `dunning_delays=[true, 5, 7]` as a one-day wait. A boolean is refused with one line
+    before anything is written; a cap of 0 says how many it deferred."""
+    import pytest
+
+    from dueflow.blocks.settings import ConfigError
+
+    url = run_env
+    insert(url, "contracts", [contract(f"c{d}", AS_OF + timedelta(days=d)) for d in (29, 14, 3)])
+    refused_values = [{"send_cap": False}, {"send_cap": True}, {"dunning_delays": [True, 5, 7]},
+                      {"renewal_leads": [60, False]}, {"dry_run": "yes"}, {"allow_any_as_of": 1},
+                      {"retry_max_attempts": 2.0}]
+    for bad in refused_values:
+        [(name, _)] = bad.items()
+        with pytest.raises(ConfigError) as refused:
+            nightly_alerts(as_of=AS_OF, **bad)
+        line = str(refused.value)
+        assert line.startswith(f"parameter {name}: ") and "\n" not in line, (bad, line)
+    assert db.ledger_rows(db.engine_for(url)).empty and smtp_sink.keys() == []
+
+    capped = nightly_alerts(as_of=AS_OF, send_cap=0)
+    assert (capped.sent, capped.deferred) == (0, 3) and smtp_sink.keys() == []
+    assert capped.headline().startswith(
+        f"Nothing sent for {AS_OF}: 3 deferred by the send cap (a later run sends them), "), capped.headline()
+    dry = nightly_alerts(as_of=AS_OF, send_cap=1, dry_run=True)
+    assert "1 email(s) would be sent, 2 deferred by the send cap" in dry.headline(), dry.headline()

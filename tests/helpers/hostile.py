@@ -247,8 +247,10 @@ def renewal_lead(renewal: date | None) -> int | None:
 
 
 def as_date(value: object) -> date | None:
+    """A date as docs/design.md reads one: ISO 8601 as the databases write it (YYYY-MM-DD,
+    then optionally a time), nothing pandas alone would guess ("2027-1-5", "2027")."""
     text = _text(value)
-    if text is None:
+    if text is None or not re.fullmatch(r"\d{4}-\d{2}-\d{2}(?:[T ].+)?", text.strip()):
         return None
     stamp = pd.to_datetime(pd.Series([text], dtype="string"), errors="coerce", format="ISO8601").iloc[0]
     return None if pd.isna(stamp) else stamp.date()
@@ -331,6 +333,8 @@ def expected_reminders(invoice_rows: list[dict], client_rows: list[dict],
         valid = (id_ok(row["id"]) and invoice_ids.count(_text(row["id"])) == 1
                  and all(_utf8(row[c]) for c in row if c != "pdf_path") and status == "sent"
                  and not bad_hold and not bad_pause
+                 # counted from sent_at, no due date is fine; one that is not a date is not
+                 and ((_text(row["due_date"]) or "").strip() == "" or as_date(row["due_date"]) is not None)
                  and (_text(client.get("dunning_profile") if client else None) or "").strip() == ""
                  and client is not None
                  and all(_utf8(client[c]) for c in client) and _flag(client["dunning_paused"]) is not None

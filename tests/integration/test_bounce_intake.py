@@ -9,7 +9,7 @@ import itertools
 import mailbox
 import threading
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -333,3 +333,34 @@ def test_a_batch_committed_but_not_marked_changes_nothing_when_read_again(db_url
     assert (rerun.read, rerun.already_recorded, rerun.marked, len(rerun.kept)) == (10, 10, [], 0)
     assert state(db_url) == before
     assert_the_mix_applied(db_url)
+
+
+def test_a_copys_late_bounce_stays_a_copys_after_retention_pruned_the_addresses(db_url, tmp_path):
+    """issue 36, case 4: after `dueflow prune`, a report for the Cc or the archive Bcc marked
+    the client's row bounced — the addresses it was compared with were gone. Prune keeps
+    their digests (never the addresses): the copy's report is kept aside, the recipient's
+    own report still marks the row."""
+    keys = KEYS[:3]
+    sent_rows(db_url, keys)
+    with db.writing(db.engine_for(db_url)) as conn:
+        conn.execute(text("UPDATE dueflow_ledger SET cc_recipient = 'Manager@Acme.example',"
+                          " bcc_recipient = 'archive@corp.example'"))
+    assert db.prune_bodies(db.engine_for(db_url), date(2027, 2, 1)) == 3
+    with db.engine_for(db_url).connect() as conn:
+        left = conn.execute(text("SELECT recipient, cc_recipient, bcc_recipient, copy_digests"
+                                 " FROM dueflow_ledger")).all()
+    assert all(r[:3] == (None, None, None) for r in left)
+    assert all("acme" not in r[3].lower() and len(r[3].split()) == 2 for r in left)  # digests only
+
+    def about(key: str, to: str) -> br.Original:
+        return br.Original(message_id_for(key, SENDER), key, recipient=to)
+
+    root = maildir_with(tmp_path / "Maildir", [
+        br.postfix(about(keys[0], "manager@acme.example")),  # the Cc, another case
+        br.exim(about(keys[1], "archive@corp.example")),  # the Bcc
+        br.postfix(about(keys[2], original(keys[2]).recipient))])  # the recipient itself
+    bounces.intake(db.Database(db_url), parse_bounce_url(f"maildir://{root}"))
+    states = ledger(db_url)
+    assert [states[k][0] for k in keys] == ["sent", "sent", "bounced"]
+    hits, kept = recorded(db_url)
+    assert [reason for _, reason in kept] == ["copy", "copy"] and [h[1] for h in hits] == [keys[2]]

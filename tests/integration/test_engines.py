@@ -36,3 +36,28 @@ def test_threads_asking_at_once_share_one_engine(pg_url):
                               text=True, timeout=120)
         assert done.returncode == 0, done.stderr
         assert done.stdout.strip() == "1 16 []", done.stdout  # one engine, no error
+
+
+ADDRESS = "payables@client-secret.example"
+
+
+@pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgresql", marks=pytest.mark.pg)])
+def test_a_database_error_never_carries_the_statements_values(backend, tmp_path, request):
+    """issue 36: a statement_timeout printed ~99 lines with the SQL's parameters — client
+    addresses — to the terminal and Prefect's logs. Errors name the statement, not its values,
+    through SQLAlchemy and through the COPY read of the extracts alike."""
+    from sqlalchemy import text
+    from sqlalchemy.exc import DBAPIError
+
+    from dueflow.tasks.adapters import db
+
+    url = f"sqlite:///{tmp_path / 'e.db'}" if backend == "sqlite" else request.getfixturevalue("pg_url")
+    engine = db.engine_for(url)
+    failing = "SELECT no_such_column FROM no_such_table WHERE :address <> ''"
+    with pytest.raises(DBAPIError) as through_sqlalchemy, engine.connect() as conn:
+        conn.execute(text(failing), {"address": ADDRESS})
+    with pytest.raises(DBAPIError) as through_the_extract:
+        db.extract_frame(engine, failing, {"address": ADDRESS})
+    for caught in (through_sqlalchemy, through_the_extract):
+        shown = str(caught.value)
+        assert "no_such_table" in shown and ADDRESS not in shown, shown

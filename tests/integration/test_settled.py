@@ -140,8 +140,8 @@ def test_the_sql_shortcut_is_the_pure_rule_and_changes_no_decision(databases, sc
         # Decided through the shortcut (as tasks.steps does) or in full: the same night.
         before = due_renewal_alerts(full, history, AS_OF, leads)
         unsettled, settled = settled_apart(extracted)
-        after = with_settled(due_renewal_alerts(unsettled, db.renewal_history_of(engine, extracted, AS_OF),
-                                                AS_OF, leads), settled, AS_OF)
+        history_now = db.renewal_history_of(engine, extracted, AS_OF, "UTC")
+        after = with_settled(due_renewal_alerts(unsettled, history_now, AS_OF, leads), settled, AS_OF)
         assert sorted(after.to_reserve["key"]) == sorted(before.to_reserve["key"]), dialect
         handled_before = set(before.due.loc[before.due["handled"], "key"])
         handled_after = set(after.due.loc[after.due["handled"], "key"])

@@ -216,7 +216,7 @@ def test_the_forecast_lists_the_holds_the_decision_reads():
     }, dtype=object)
     clients = pd.DataFrame({"id": ["c1", "c2", "c3", "c3"],
                             "dunning_paused_until": [None, "2027-03-15", "2027-05-01", None]}, dtype=object)
-    held = held_invoices(invoices, clients, night)
+    held = held_invoices(invoices, clients, night, "UTC")
     # The decision's reading: a hold ending tonight is over, a duplicated client's pause does
     # not count (its invoices are quarantined), a paid invoice is not held; ids are shown on one line.
     assert held.to_dict("records") == [

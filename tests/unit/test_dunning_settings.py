@@ -126,3 +126,14 @@ def test_each_company_s_email_block_names_its_own_profiles(tmp_path, monkeypatch
     assert acme_profiles.named["key-account"].delays == (14, 14, 30)
     assert set(globex_profiles.named) == {"new-client"}
     assert globex_profiles.named["new-client"].last_rank == 2
+
+
+@pytest.mark.parametrize(("value", "words"), [
+    ("ES-", "the region after '-' is missing"), ("ES- ", "the region after '-' is missing"),
+    ("XX", "unknown country"), ("ES-ZZ", "ES has no region 'ZZ'"), ("-MD", "unknown country")])
+def test_a_holiday_setting_that_names_no_known_place_is_refused_in_one_line(value, words):
+    """issue 36: `DUEFLOW_HOLIDAYS=ES-` was read silently as all of Spain."""
+    with pytest.raises(ConfigError) as refused:
+        Settings.from_env({"DUEFLOW_HOLIDAYS": value}).calendar()
+    assert words in str(refused.value) and "DUEFLOW_HOLIDAYS=" in str(refused.value)
+    assert "\n" not in str(refused.value)

@@ -8,14 +8,15 @@ from decimal import Decimal
 from zoneinfo import ZoneInfo
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dueflow.tasks.adapters.sources import sources_read
-from dueflow.tasks.core.decide import business_dates
 from dueflow.tasks.core.frames import pd
 from dueflow.tasks.core.money import amounts_from_minor, minor_units
 from dueflow.tasks.core.sources import Expression, MappingError, parse_mapping
+from dueflow.tasks.core.validate import business_dates
+from tests import examples
 
 GOOD = """
 [invoices]
@@ -109,6 +110,56 @@ def test_a_timestamp_is_dated_in_the_business_zone_whichever_way_it_is_written(m
         [aware.isoformat(), local.isoformat(), local.replace(tzinfo=None).isoformat(sep=" ")], dtype=object
     )
     assert {d.date() for d in business_dates(written, zone)} == {local.date()}
+
+
+def written_forms(moment: datetime, zone: str) -> list[str]:
+    """One moment as a source may hold it: a date, naive timestamps (the zone's local time),
+    and with offsets in every spelling ISO 8601 and PostgreSQL's text allow."""
+    aware = moment.replace(tzinfo=ZoneInfo("UTC"))
+    local = aware.astimezone(ZoneInfo(zone))
+    offset = local.strftime("%z")  # +0100
+    return [local.date().isoformat(), local.replace(tzinfo=None).isoformat(sep=" "),
+            local.replace(tzinfo=None).isoformat(), aware.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            aware.strftime("%Y-%m-%d %H:%M:%S+00"), local.isoformat(),
+            local.strftime("%Y-%m-%d %H:%M:%S") + offset, local.isoformat(timespec="microseconds")]
+
+
+NOT_DATES = ["not a date", "2027-02-30", "2027-13-01T00:00:00Z", "31/01/2027", "", "  ",
+             "2027-01-20T25:00:00", "2027-01-20T10:00:00+25:00", "0001-12-31 23:00:00+00 BC",
+             "2027-01-20 UTC", "\x00", "9999999999",
+             "2027-01-20T10:00:00Z garbage", "NaT", "null"]
+
+
+@settings(max_examples=examples(200))
+@given(
+    st.lists(st.one_of(
+        st.tuples(st.datetimes(min_value=datetime(1971, 1, 1), max_value=datetime(2100, 1, 1)),
+                  st.integers(0, 7)),
+        st.sampled_from(NOT_DATES), st.none(), st.text(max_size=30)), min_size=1, max_size=20),
+    st.sampled_from(["UTC", "Europe/Madrid", "America/New_York", "Asia/Tokyo", "Pacific/Chatham"]),
+)
+def test_a_column_mixing_every_form_with_garbage_reads_each_value_as_it_reads_alone(items, zone):
+    """issue 36: one offset among naive values stopped every reminder (a ValueError, then
+    "Cannot compare tz-naive and tz-aware timestamps"). Read per value: a date for every
+    accepted form — its date in the business zone — and NaT for the rest, whatever the others."""
+    values, expected = [], []
+    for item in items:
+        if isinstance(item, tuple):
+            moment, form = item
+            values.append(written_forms(moment, zone)[form])
+            expected.append(moment.replace(tzinfo=ZoneInfo("UTC")).astimezone(ZoneInfo(zone)).date())
+        else:
+            values.append(item)
+            expected.append(None)
+    column = business_dates(pd.Series(values, dtype=object), zone)
+    assert pd.api.types.is_datetime64_dtype(column) and column.dt.tz is None  # naive, comparable
+    alone = [business_dates(pd.Series([v], dtype=object), zone).iloc[0] for v in values]
+    assert [None if pd.isna(d) else d for d in column] == [None if pd.isna(d) else d for d in alone]
+    for value, want, got in zip(values, expected, column, strict=True):
+        if want is not None:
+            assert got.date() == want, value
+        elif value in NOT_DATES or value is None:
+            assert pd.isna(got), value
 
 
 @given(st.integers(-(10**20), 10**20), st.sampled_from(["EUR", "JPY", "KWD", "USD", "BHD"]))
