@@ -241,7 +241,8 @@ def nightly_alerts(
         db.preflight(database)
     delivery = DeliverySettings(settings.mail_config(), settings.sender(), database, as_of,
                                 params.retry_backoff, settings.smtp_max_failures)
-    ctx = RunContext(settings, database, delivery, as_of, flow_run.get_id(), params)
+    ctx = RunContext(settings, database, delivery, as_of, flow_run.get_id(), params,
+                     db.message_id_key(database.engine))
     label_run(dry_run, adopt)
     if dry_run or not settings.run_lock:
         return finish(guarded_run(ctx), settings.attention_state)

@@ -279,9 +279,12 @@ def attach_invoices(due: pd.DataFrame, template: PdfTemplate | None) -> pd.DataF
     return with_invoice_pdfs(due, template, reminders=due["step"].isin(list(CLIENT_STEPS)))
 
 
-def night_jobs(settings: Settings, params: RunParameters) -> tuple[RenewalJob, DunningJob]:
-    """A night's jobs, in the order it runs them, with its settings and parameters."""
-    sender, look = settings.sender(), settings.email_look()
+def night_jobs(settings: Settings, params: RunParameters,
+               message_id_key: str = "") -> tuple[RenewalJob, DunningJob]:
+    """A night's jobs, in the order it runs them, with its settings and parameters; their
+    Message-IDs keyed with the database's secret (empty: a check or a preview, which sends
+    nothing)."""
+    sender, look = settings.sender(), replace(settings.email_look(), message_id_key=message_id_key)
     calendar = settings.calendar()
     any_day = params.renewal_on_any_day or settings.renewal_on_any_day
     return (RenewalJob(params.leads, params.renewal_locale, sender, look, None if any_day else calendar,
@@ -310,10 +313,11 @@ class RunContext:
     as_of: date
     flow_run_id: str | None
     params: RunParameters
+    message_id_key: str = field(default="", repr=False)  # the database's secret (db.message_id_key)
 
     @property
     def jobs(self) -> tuple[RenewalJob, DunningJob]:
-        return night_jobs(self.settings, self.params)
+        return night_jobs(self.settings, self.params, self.message_id_key)
 
 
 def reserve(ctx: RunContext, job: NightJob, decision: Decision) -> tuple[pd.DataFrame, pd.DataFrame]:

@@ -629,6 +629,16 @@ def claimed_keys(engine: Engine, keys: Sequence[str]) -> dict[str, str]:
             for key, status, sending_at in states.itertuples(index=False)}
 
 
+def message_id_key(engine: Engine) -> str:
+    """The database's secret for Message-IDs (sql/message_id_key; made by init-db, migration
+    0007). Never printed."""
+    with engine.connect() as conn:
+        value = conn.execute(text(statement("message_id_key"))).scalar()
+    if not value:
+        raise ConfigError("the ledger has no Message-ID secret: run `dueflow init-db` (it makes one)")
+    return str(value)
+
+
 def record_unrendered(engine: Engine, failures: Sequence[tuple[str, str]]) -> None:
     """Reserved rows whose message could not be rendered: known not sent (`failed`)."""
     if failures:

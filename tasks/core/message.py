@@ -18,6 +18,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import hmac
 import re
 from dataclasses import asdict, dataclass
 from datetime import datetime
@@ -135,9 +136,14 @@ def date_header(sender: Mailbox, now: datetime | None = None) -> str:
     return format_datetime(now)
 
 
-def message_id_for(key: str, sender: Mailbox) -> str:
-    """Deterministic Message-ID: the same key always yields the same id."""
-    return f"<{hashlib.sha256(key.encode('utf-8', 'surrogatepass')).hexdigest()[:32]}@{sender.domain}>"
+def message_id_for(key: str, sender: Mailbox, secret: str = "") -> str:
+    """Deterministic Message-ID: the same key (and database secret) always yields the same
+    id. With the database's secret (dueflow_secrets) it is HMAC-SHA256(secret, key): nobody
+    who knows only an invoice id can name the email in a forged bounce. Without one (a
+    preview, a unit test) it is the key's digest alone, as releases before 0007 wrote it."""
+    data = key.encode("utf-8", "surrogatepass")
+    digest = (hmac.new(secret.encode(), data, hashlib.sha256) if secret else hashlib.sha256(data)).hexdigest()
+    return f"<{digest[:32]}@{sender.domain}>"
 
 
 def header_value(name: str, value: str) -> str:

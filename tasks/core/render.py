@@ -61,6 +61,8 @@ class EmailLook:
     contract_contact: str = ""  # who to ask about a contract: a name, an address, both
     templates_dir: str | None = None
     bcc: str = ""  # DUEFLOW_BCC: the archive copy of every email (envelope only)
+    # The database's secret for Message-IDs (dueflow_secrets; a night sets it): never shown.
+    message_id_key: str = field(default="", repr=False)
 
     def payment_url(self, number: str, invoice_id: str, amount: str, currency: str) -> str:
         if not self.payment_link:
@@ -342,7 +344,7 @@ def _email(row: Any, sender: Mailbox, rendered: tuple[str, str, str],
         subject=subject,
         body_text=text,
         body_html=html,
-        message_id=message_id_for(row.key, sender),
+        message_id=message_id_for(row.key, sender, look.message_id_key),
         draft_source=draft.source.value if draft else None,
         draft_note=draft.note if draft else None,
         paragraph=draft.paragraph if draft and draft.source != PlanSource.TEMPLATE else None,

@@ -109,3 +109,38 @@ def test_a_bad_bounce_url_is_one_line_without_its_password(dueflow_cli, cli_env)
     assert "Very-Secret-9" not in result.stderr + result.stdout and "***" in result.stderr
     none = dueflow_cli("bounces", env=cli_env)
     assert none.returncode == 2 and "no bounce mailbox" in none.stderr
+
+
+def test_a_bounce_forged_from_the_invoice_id_is_kept_aside_and_changes_nothing(run_env, smtp_sink,
+                                                                               monkeypatch, tmp_path):
+    """issue 36, case 3: the Message-ID was sha256(key), so anyone who knew an invoice id
+    could build a DSN for a delivered reminder; it marked the row bounced, withheld the next
+    reminder and escalated. Message-IDs are keyed with the database's secret now: the forged
+    report names no email dueflow sent, and is kept aside with the reason."""
+    from dueflow.tasks.core.addresses import Mailbox
+    from dueflow.tasks.core.message import message_id_for
+
+    url = run_env
+    root = tmp_path / "Maildir"
+    mailbox.Maildir(root, create=True).close()
+    for name, value in {"DUEFLOW_BOUNCE_URL": f"maildir://{root}", "DUEFLOW_MAIL_FROM": "alerts@dueflow.test",
+                        "DUEFLOW_ESCALATION_TO": "collections@corp.example"}.items():
+        monkeypatch.setenv(name, value)
+    insert(url, "clients", [client("cb", email="ap@clients.example")])
+    insert(url, "invoices", [invoice("inv-b", "cb", day(0).isoformat() + "T10:00:00+00:00")])
+    assert nightly_alerts(as_of=day(7)).sent == 1
+    sent = smtp_sink.by_key()[KEY]
+
+    derived = message_id_for(KEY, Mailbox("alerts@dueflow.test"))  # what a forger can compute
+    assert str(sent["Message-ID"]) != derived
+    box = mailbox.Maildir(root)
+    box.add(br.postfix(br.Original(derived, KEY, recipient="ap@clients.example")))
+    box.close()
+    intake = ingest_bounces()
+    assert intake.marked == [] and db.ledger_status(db.engine_for(url), [KEY]) == {KEY: "sent"}
+    kept = db.read_frame(db.engine_for(url), "SELECT reason, detail FROM dueflow_bounce_kept", {})
+    assert kept["reason"].tolist() == ["unmatched"] and derived in kept["detail"].iloc[0]
+
+    nightly_alerts(as_of=day(12))  # the second reminder goes as due; nobody is told of a bounce
+    delivered = smtp_sink.keys()
+    assert "dunning/inv-b/REMINDED_2" in delivered and "dunning/inv-b/OVERDUE" not in delivered

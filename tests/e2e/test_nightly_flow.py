@@ -72,8 +72,11 @@ def test_ninety_day_calendar_delivers_each_alert_exactly_once(run_env, smtp_sink
     ledger = db.ledger_rows(db.engine_for(url))
     assert set(ledger["status"]) == {"sent"}
     assert sorted(ledger["key"]) == sorted(received)
+    secret = db.message_id_key(db.engine_for(url))  # the database's own (migration 0007)
     for key, message in smtp_sink.by_key().items():
-        assert message["Message-ID"] == message_id_for(key, Mailbox("alerts@dueflow.test"))
+        # Keyed: not the digest of the key alone, which anyone knowing an invoice id can make.
+        assert message["Message-ID"] == message_id_for(key, Mailbox("alerts@dueflow.test"), secret)
+        assert message["Message-ID"] != message_id_for(key, Mailbox("alerts@dueflow.test"))
         assert message["To"] == key.split("/")[1] + "@example.com"
 
 

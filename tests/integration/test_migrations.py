@@ -290,3 +290,23 @@ def test_upgrading_withdraws_free_text_a_model_wrote_from_rows_not_yet_handed_to
             assert rows[key].draft_note is None
         assert all(row.tone_plan is None and row.refused_answer is None for row in rows.values())
         assert len(rows) == len(FREE_TEXT_ROWS)  # every row kept
+
+
+@pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgresql", marks=pytest.mark.pg)])
+def test_init_db_makes_the_message_id_secret_once_and_nothing_prints_it(backend, tmp_path, dueflow_cli):
+    """Migration 0007: one secret per database, from the operating system's random source;
+    a second init-db keeps it (Message-IDs of messages rendered again stay the same), and
+    neither `check` nor the ledger's export shows it."""
+    with two_databases(backend, tmp_path) as (url, other):
+        engine = db.engine_for(url)
+        db.init_db(engine, sample_tables=True)
+        secret = db.message_id_key(engine)
+        assert len(secret) == 64 and int(secret, 16) >= 0
+        db.init_db(engine)
+        assert db.message_id_key(engine) == secret
+        db.init_db(db.engine_for(other))
+        assert db.message_id_key(db.engine_for(other)) != secret  # each database its own
+        env = {"DUEFLOW_DATABASE_URL": url, "DUEFLOW_MAIL_URL": f"file://{tmp_path / 'outbox'}"}
+        for command in (("check",), ("ledger", "--format", "json"), ("init-db",)):
+            shown = dueflow_cli(*command, env=env)
+            assert secret not in shown.stdout + shown.stderr, command

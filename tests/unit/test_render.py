@@ -8,7 +8,7 @@ from email import message_from_bytes, policy
 import pandas as pd
 import pytest
 
-from dueflow.tasks.core.addresses import parse_mailbox
+from dueflow.tasks.core.addresses import Mailbox, parse_mailbox
 from dueflow.tasks.core.message import message_bytes, message_id_for
 from dueflow.tasks.core.money import format_money
 from dueflow.tasks.core.render import compose_renewal_alerts
@@ -82,3 +82,13 @@ def test_message_id_is_deterministic_per_key():
 ])
 def test_money_is_exact_with_the_currency_minor_units(amount, currency, locale, shown):
     assert format_money(amount, currency, locale) == shown
+
+
+def test_a_keyed_message_id_cannot_be_made_from_the_key_alone():
+    """issue 36, case 3: the same key and secret give the same id (a retry, another worker);
+    another secret, or none, another."""
+    sender, key = Mailbox("alerts@corp.example"), "dunning/42/REMINDED_1"
+    keyed = message_id_for(key, sender, "s3cret")
+    assert keyed == message_id_for(key, sender, "s3cret") and keyed.endswith("@corp.example>")
+    assert keyed not in (message_id_for(key, sender), message_id_for(key, sender, "other"))
+    assert "s3cret" not in keyed
