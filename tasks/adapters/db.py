@@ -360,6 +360,9 @@ def _copy_frame(raw: Any, compiled: str, params: Mapping[str, Any],
                 session_timezone: str | None = None) -> pd.DataFrame:
     try:
         with raw.cursor() as cursor:
+            # A read of the company's data never writes it, whatever a mapping's expression
+            # calls (a function that inserts): the transaction is READ ONLY (issue 36).
+            cursor.execute("SET TRANSACTION READ ONLY")
             if session_timezone:  # for this transaction only (rolled back below)
                 cursor.execute("SELECT set_config('TimeZone', %s, true)", (session_timezone,))
             # JIT compiling took seconds for queries that run in tens of milliseconds: the

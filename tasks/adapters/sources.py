@@ -438,14 +438,16 @@ def resolve_sources(
     try:
         with engine.connect() as conn:
             for name in SOURCE_NAMES:
+                if dialect == "postgresql":  # probes read (value maps run the expressions): never write
+                    conn.exec_driver_sql("SET TRANSACTION READ ONLY")
                 outcome = _resolve_one(
                     conn, dialect, mapping.spec(name), source_schema, timezone, name in mapping.specs
                 )
                 if isinstance(outcome, list):
                     problems += outcome
-                    conn.rollback()  # a failed probe ends PostgreSQL's transaction
                 else:
                     resolved[name] = outcome
+                conn.rollback()  # a failed probe ends PostgreSQL's transaction; each source its own
     except SQLAlchemyError as exc:
         if isinstance(exc, DBAPIError) and exc.connection_invalidated:
             raise

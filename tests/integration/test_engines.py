@@ -61,3 +61,26 @@ def test_a_database_error_never_carries_the_statements_values(backend, tmp_path,
     for caught in (through_sqlalchemy, through_the_extract):
         shown = str(caught.value)
         assert "no_such_table" in shown and ADDRESS not in shown, shown
+
+
+@pytest.mark.pg
+def test_an_extract_never_writes_whatever_a_mapping_expression_calls(pg_url):
+    """issue 36: a mapping expression calling a function that writes wrote rows into the
+    company's table during a night. Extracts run READ ONLY: the write is refused, one error,
+    and the table is untouched."""
+    from sqlalchemy import text
+    from sqlalchemy.exc import DBAPIError
+
+    from dueflow.tasks.adapters import db
+
+    engine = db.engine_for(pg_url)
+    with engine.begin() as conn:
+        conn.execute(text("CREATE TABLE audit_log (at timestamptz DEFAULT now())"))
+        conn.execute(text("CREATE FUNCTION logged_id(x text) RETURNS text LANGUAGE sql AS"
+                          " 'INSERT INTO audit_log DEFAULT VALUES; SELECT x'"))
+    with pytest.raises(DBAPIError) as refused:
+        db.extract_frame(engine, "SELECT logged_id('c-1') AS id", {})
+    assert "read-only transaction" in str(refused.value)
+    with engine.connect() as conn:
+        assert conn.execute(text("SELECT count(*) FROM audit_log")).scalar() == 0
+    assert db.extract_frame(engine, "SELECT 'c-1' AS id", {})["id"].tolist() == ["c-1"]  # reads still read
