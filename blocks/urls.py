@@ -147,8 +147,20 @@ def url_secrets(url: str, setting: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys([*found, *_with_forms(_written_secrets(url))]))
 
 
+# The schemes of dueflow's URL settings (postgresql://, smtps://, …): never a secret's place.
+_SCHEME = re.compile(r"(?<![A-Za-z0-9+.-])(?:postgresql(?:\+psycopg2)?|sqlite|smtps?|smtp\+starttls|imaps?"
+                     r"|maildir|mbox|file|https?)://")
+
+
 def scrub(text: str, secrets: tuple[str, ...] | list[str]) -> str:
-    """`text` with every secret of three characters or more replaced by MASK."""
-    for secret in sorted({s for s in secrets if len(s) >= 3}, key=len, reverse=True):
-        text = text.replace(secret, MASK)
-    return text
+    """`text` with every secret of three characters or more replaced by MASK — everywhere but
+    in a URL's scheme: a password that is a word of one (`postgres`) is masked in the user
+    and the rest, and the scheme still says what the URL is (`postgresql://***:***@…`)."""
+    kept = sorted({s for s in secrets if len(s) >= 3}, key=len, reverse=True)
+    pieces = _SCHEME.split(text)
+    schemes = _SCHEME.findall(text)
+    for n, piece in enumerate(pieces):
+        for secret in kept:
+            piece = piece.replace(secret, MASK)
+        pieces[n] = piece
+    return "".join(p + (schemes[n] if n < len(schemes) else "") for n, p in enumerate(pieces))

@@ -145,3 +145,18 @@ def test_a_url_read_otherwise_than_meant_is_one_line_saying_to_percent_encode(se
     message = str(raised.value)
     assert "percent-encode" in message and setting in message and "ss1" not in message
     assert "\n" not in message
+
+
+def test_a_password_that_is_a_word_of_the_url_is_masked_and_the_scheme_still_reads(dueflow_cli, tmp_path):
+    """issue 36: a password equal to `postgres` masked the scheme too (`***ql://***:***@…`).
+    The scheme stays; the password is masked wherever else it appears (here also the user,
+    which is the same word)."""
+    from tests.helpers.smtp_server import free_port
+
+    url = f"postgresql://postgres:postgres@127.0.0.1:{free_port()}/test"  # nothing listens
+    for command in (("ledger",), ("run", "--dry-run")):
+        result = dueflow_cli(*command, env={"DUEFLOW_DATABASE_URL": url,
+                                            "DUEFLOW_MAIL_URL": f"file://{tmp_path / 'outbox'}"})
+        line = result.stderr.strip().splitlines()[-1]
+        assert result.returncode == 2 and "postgresql://***:***@127.0.0.1:" in line, line
+        assert "postgres:" not in line and "***ql://" not in line, line
