@@ -178,6 +178,10 @@ def _run_flow(settings: Settings, as_of: date | None, dry_run: bool, **params: A
                 summary = summary_of(state)
             except Exception as exc:
                 summary = _after_lost_api(exc)
+    except prefect_api.TemporaryServerCannotStart as exc:
+        raise UserError(f"the temporary Prefect server cannot start: {exc}; set PREFECT_HOME (or HOME) to a"
+                        " writable folder, or point PREFECT_API_URL at a running `prefect server start`;"
+                        " nothing was done") from None
     except prefect_api.TemporaryServerDidNotStart:
         raise UserError("the temporary Prefect server did not start in time (set"
                         " PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS higher, or point"

@@ -21,6 +21,7 @@ import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
@@ -248,6 +249,10 @@ class TemporaryServerDidNotStart(Exception):
     """Prefect's temporary server did not answer within its startup timeout."""
 
 
+class TemporaryServerCannotStart(Exception):
+    """Prefect's temporary server cannot start here (its home cannot be made); the message says why."""
+
+
 @contextmanager
 def temporary_server(startup_timeout: int) -> Iterator[bool]:
     """With PREFECT_API_URL set, nothing (yields False). Without it, Prefect's temporary
@@ -258,6 +263,14 @@ def temporary_server(startup_timeout: int) -> Iterator[bool]:
     if api_url():
         yield False
         return
+    from prefect.settings import get_current_settings
+
+    home = Path(get_current_settings().home)
+    try:  # the server keeps its database there: a home it cannot make was 300 lines of traceback
+        home.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise TemporaryServerCannotStart(f"Prefect's home {home} cannot be created ({exc.strerror})"
+                                         ) from None
     server = _own_session_server()
     try:
         server.start(timeout=startup_timeout)

@@ -133,3 +133,21 @@ def test_own_table_missing_a_column_is_named(tmp_path, dueflow_cli):
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert "contracts has no column(s) title, amount, currency, notify_email, status — fix: map each" \
         in result.stderr
+
+
+def test_a_home_prefect_cannot_make_is_one_line_and_nothing_is_sent(tmp_path):
+    """Without PREFECT_API_URL a run starts Prefect's temporary server, which keeps its
+    database in Prefect's home: one that cannot be made printed ~300 lines of uvicorn
+    tracebacks and 'did not start in time'. Now one line with the fix, before the night."""
+    root = str(Path(__file__).resolve().parents[2])
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "DUEFLOW_"))}
+    env |= {"PYTHONPATH": root, "HOME": "/proc/no-such-home", "DUEFLOW_ALLOW_ANY_AS_OF": "on",
+            "DUEFLOW_MAIL_URL": f"file://{tmp_path / 'outbox'}"}
+    subprocess.run([sys.executable, "-m", "dueflow.flows.cli", "init-db", "--with-sample-tables"],
+                   cwd=tmp_path, env=env, check=True, capture_output=True, timeout=120)
+    run = subprocess.run([sys.executable, "-m", "dueflow.flows.cli", "run"], cwd=tmp_path, env=env, text=True,
+                         capture_output=True, timeout=120)
+    assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr[-2000:]
+    [line] = [x for x in run.stderr.splitlines() if x.startswith("dueflow: error:")]
+    assert "/proc/no-such-home/.prefect cannot be created" in line and "set PREFECT_HOME" in line
+    assert not (tmp_path / "outbox").exists()
