@@ -24,6 +24,7 @@ from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, SQLAlch
 from dueflow.blocks.settings import ConfigError
 from dueflow.sql import statement
 from dueflow.tasks.adapters.sources import ResolvedSources, resolve_sources
+from dueflow.tasks.core.bounces import copy_digests
 from dueflow.tasks.core.defaults import DB_LOCK_TIMEOUT
 from dueflow.tasks.core.frames import pd, records
 from dueflow.tasks.core.message import OutgoingEmail
@@ -733,8 +734,6 @@ def prune_bodies(engine: Engine, before: date, batch: int = PRUNE_BATCH) -> int:
     adopted) whose step got out before `before`, batch by batch (sql/prune_bodies); keys,
     statuses and dates stay. Never a pending, failed or bounced row. Returns how many rows
     this call pruned (a second call with the same date prunes none)."""
-    from dueflow.tasks.core.bounces import copy_digests
-
     pruned = 0
     params = {"before": before.isoformat(), "batch": batch}
     while True:
