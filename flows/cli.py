@@ -533,6 +533,40 @@ def cmd_prune(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def cmd_rekey(args: argparse.Namespace, settings: Settings) -> int:
+    """The ids the source now spells otherwise than the ledger (issue 36: a view's ids
+    recreated with another type or format), and the operator's word on them."""
+    import getpass
+
+    from dueflow.tasks.core.keys import printable_id
+    from dueflow.tasks.operations import respelled_ids, settle_id_changes
+
+    _check_ready(settings)
+    pairs = respelled_ids(settings)
+    if args.ids:
+        pairs = pairs[pairs["old_id"].isin(args.ids)]
+    if pairs.empty:
+        print("No id of the ledger is spelled otherwise in the sources" + (" among those named." if args.ids
+                                                                            else ": nothing to do."))
+        return 0
+    for row in pairs.itertuples(index=False):  # a person reads each pair
+        print(f"{row.source}: {printable_id(row.old_id)} → {printable_id(row.new_id)}")
+    if not (args.apply or args.keep_apart):
+        print(f"{len(pairs)} id(s) of the ledger are spelled otherwise in the sources. `dueflow rekey"
+              " --apply` moves their history to the new spelling (their emails are then not sent"
+              " again); `--keep-apart` records them as different records. Add --id OLD to settle some"
+              " only.")
+        return 0
+    moved = settle_id_changes(settings, pairs, args.apply, getpass.getuser())
+    if args.apply:
+        print(f"Moved {sum(moved.values())} ledger row(s) of {len(pairs)} id(s) to their new spelling;"
+              " recorded in dueflow_id_changes. The next night goes on from their history.")
+    else:
+        print(f"Recorded {len(pairs)} pair(s) as different records in dueflow_id_changes: nights no longer"
+              " stop for them.")
+    return 0
+
+
 def cmd_bounces(args: argparse.Namespace, settings: Settings) -> int:
     _check_ready(settings, sources=False)
     _quiet_prefect()
@@ -552,6 +586,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, Settings], int]] = {
     "quarantine": cmd_quarantine,
     "forecast": cmd_forecast,
     "prune": cmd_prune,
+    "rekey": cmd_rekey,
     "bounces": lambda args, settings: cmd_bounces(args, settings),
 }
 
@@ -623,6 +658,15 @@ def parser() -> argparse.ArgumentParser:
     prune.add_argument("--bodies-before", type=_as_of, metavar="DATE",
                        help="rows whose step got out before this date YYYY-MM-DD (default: today minus"
                             " DUEFLOW_RETAIN_BODIES_DAYS)")
+    rekey = sub.add_parser("rekey", help="the ledger's ids the sources now spell otherwise (a new id type"
+                           " or format), and what to do with them")
+    what = rekey.add_mutually_exclusive_group()
+    what.add_argument("--apply", action="store_true",
+                      help="they are the same records: move their history to the new spelling")
+    what.add_argument("--keep-apart", action="store_true",
+                      help="they are different records: record it, and stop asking")
+    rekey.add_argument("--id", dest="ids", action="append", metavar="OLD",
+                       help="only this old id (repeatable)")
     bounces = sub.add_parser("bounces", help="read the bounce mailbox and mark the rows that bounced"
                              " (docs/bounces.md)")
     bounces.add_argument("--list", action="store_true", help="list the bounce reports recorded; read nothing")

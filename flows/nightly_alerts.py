@@ -260,6 +260,11 @@ def nightly_alerts(
     return finish(summary, settings.attention_state)
 
 
+class SourceIdsChanged(ConfigError):
+    """Ids of tonight's rows are ids the ledger knows spelled another way: the night stops
+    before its first write (tasks/core/rekeying.py); `dueflow rekey` settles it."""
+
+
 def guarded_run(ctx: RunContext) -> RunSummary:
     """`nightly_run`, with a database that refuses what the night needs (read-only, a
     privilege missing, a statement timeout) said in one line: the ledger keeps what was
@@ -280,23 +285,31 @@ def guarded_run(ctx: RunContext) -> RunSummary:
 def nightly_run(ctx: RunContext) -> RunSummary:
     """The six steps, for each job, after what earlier runs left."""
     from dueflow.tasks.core.frames import pd
+    from dueflow.tasks.core.rekeying import stop_line
     from dueflow.tasks.core.report import concat_rows, count_line, decision_line, facts_of
-    from dueflow.tasks.jobs import compose, deliver_won, reserve, send_unsent
+    from dueflow.tasks.jobs import compose, deliver_won, reserve, respelled_ids, send_unsent
     from dueflow.tasks.steps import decide
 
     log = get_run_logger()
     jobs = ctx.jobs
     sources = {job.name: read_sources(ctx, job) for job in jobs}  # 1. extract: all before any write
+    decisions = {}
+    for job in jobs:                                               # 2. decide: all before any write
+        extracted = sources[job.name]
+        log.info("%s: extracted %s", job.name, ", ".join(
+            f"{len(f):,} {'earlier ledger rows' if n == 'history' else n}" for n, f in extracted.items()))
+        decisions[job.name] = decide(job, extracted, ctx.as_of)
+        log.info("%s: %s", job.name, decision_line(decisions[job.name]))
+    # Ids the ledger knows spelled another way: the source changed under the night, and its
+    # history would be lost; nothing is written, not even what earlier runs left.
+    if not (changed := respelled_ids(ctx.database, jobs, decisions, sources)).empty:
+        raise SourceIdsChanged(stop_line(changed))
     earlier = send_unsent(ctx)
     if not earlier.empty:
         log.info("earlier runs: %s", count_line(earlier))
     rows, drafts, facts, warnings = [earlier], [], [], []
     for job in jobs:
-        extracted = sources[job.name]
-        log.info("%s: extracted %s", job.name, ", ".join(
-            f"{len(f):,} {'earlier ledger rows' if n == 'history' else n}" for n, f in extracted.items()))
-        decision = decide(job, extracted, ctx.as_of)               # 2. decide
-        log.info("%s: %s", job.name, decision_line(decision))
+        extracted, decision = sources[job.name], decisions[job.name]
         winners, job_rows = reserve(ctx, job, decision)            # 3. reserve
         log.info("%s: reserved %s of %s new", job.name, f"{len(winners):,}",
                  f"{len(decision.to_reserve):,}")

@@ -4,14 +4,15 @@
 -- after a previous step that went out long enough ago. The caller holds a
 -- transaction-scoped advisory lock for the job, so these checks see every reservation
 -- committed before this statement; created_at is taken after that lock.
-INSERT INTO dueflow_ledger (key, job, subject_id, cycle, step, step_rank, recipient, as_of, flow_run_id,
+INSERT INTO dueflow_ledger (key, job, subject_id, subject_form, cycle, step, step_rank, recipient, as_of, flow_run_id,
                             status, created_at)
-SELECT x.key, 'dunning', x.subject_id, x.cycle, x.step, x.step_rank, x.recipient,
+SELECT x.key, 'dunning', x.subject_id, x.subject_form, x.cycle, x.step, x.step_rank, x.recipient,
        CAST(:as_of AS date), :flow_run_id, :status, statement_timestamp()
-FROM unnest(CAST(:keys AS text[]), CAST(:subject_ids AS text[]), CAST(:cycles AS text[]),
+FROM unnest(CAST(:keys AS text[]), CAST(:subject_ids AS text[]), CAST(:subject_forms AS text[]),
+            CAST(:cycles AS text[]),
             CAST(:steps AS text[]), CAST(:step_ranks AS integer[]), CAST(:recipients AS text[]),
             CAST(:previous_by AS date[]))
-     AS x(key, subject_id, cycle, step, step_rank, recipient, previous_by)
+     AS x(key, subject_id, subject_form, cycle, step, step_rank, recipient, previous_by)
 -- EXISTS of primary-key lookups, not JOINs (docs/performance.md).
 WHERE /*include invoice_open*/
   AND /*include dunning_step_is_next*/

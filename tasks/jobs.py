@@ -53,6 +53,7 @@ from dueflow.tasks.core.money import amounts_from_minor
 from dueflow.tasks.core.parameters import DunningStart, RunParameters
 from dueflow.tasks.core.phrasebook import Phrasebook, default_phrasebook
 from dueflow.tasks.core.profiles import default_profile
+from dueflow.tasks.core.rekeying import PAIR_COLUMNS, new_subjects, respelled
 from dueflow.tasks.core.render import (
     Composed,
     EmailLook,
@@ -318,6 +319,28 @@ class RunContext:
     @property
     def jobs(self) -> tuple[RenewalJob, DunningJob]:
         return night_jobs(self.settings, self.params, self.message_id_key)
+
+
+def respelled_ids(database: Database, jobs: Sequence[NightJob], decisions: dict[Job, Decision],
+                  extracted: dict[Job, Extracted]) -> pd.DataFrame:
+    """The ids of tonight's new rows that the ledger knows spelled another way
+    (tasks/core/rekeying.py): job, source, old_id, new_id. One index probe per job with
+    new rows; the source and the operator's decisions are read only when the ledger has
+    such a form."""
+    found, apart = [], None
+    for job in jobs:
+        new = new_subjects(decisions[job.name].to_reserve, extracted[job.name]["history"])
+        if new.empty:
+            continue
+        forms = new["subject_form"].dropna().unique().tolist()
+        known = db.ledger_ids_of_forms(database.engine, job.name, forms)
+        known = known[~known["subject_id"].isin(new["subject_id"])]
+        if known.empty:
+            continue
+        still = db.rows_by_id(database, f"{job.source}_by_id", known["subject_id"].unique().tolist())["id"]
+        apart = db.kept_apart(database.engine) if apart is None else apart
+        found.append(respelled(job.name, job.source, new, known, set(still.astype(str)), apart))
+    return pd.concat(found, ignore_index=True) if found else pd.DataFrame(columns=list(PAIR_COLUMNS))
 
 
 def reserve(ctx: RunContext, job: NightJob, decision: Decision) -> tuple[pd.DataFrame, pd.DataFrame]:

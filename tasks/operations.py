@@ -219,3 +219,32 @@ def prune_bodies(settings: Settings, before: date | None = None) -> Pruned:
                           " today's rows (nothing was pruned)")
     check_ready(settings, sources=False)
     return Pruned(before, db.prune_bodies(engine_of(settings), before))
+
+
+def respelled_ids(settings: Settings) -> pd.DataFrame:
+    """Every pair of ids (job, source, old_id, new_id) that is one subject spelled two ways:
+    an id of the ledger gone from the source, and a source id of the same form with no
+    history of its own (tasks/core/rekeying.py) — what `dueflow rekey` lists and settles,
+    for the whole source, not only the night's rows."""
+    from dueflow.tasks.core.keys import Job, id_forms
+    from dueflow.tasks.core.rekeying import PAIR_COLUMNS, respelled
+
+    database = db.open_database(settings)
+    subjects = db.ledger_subjects(database.engine)
+    ids = db.source_ids(database)
+    apart = db.kept_apart(database.engine)
+    found = []
+    for job, source in ((Job.RENEWAL, "contracts"), (Job.DUNNING, "invoices")):
+        known = subjects.loc[subjects["job"] == job, ["subject_id", "subject_form"]]
+        present = ids.loc[ids["job"] == job, "id"].astype("string").drop_duplicates()
+        fresh = present[~present.isin(known["subject_id"])]
+        new = pd.DataFrame({"subject_id": fresh, "subject_form": id_forms(fresh)})
+        found.append(respelled(job, source, new, known, set(present), apart))
+    return pd.concat(found, ignore_index=True) if found else pd.DataFrame(columns=list(PAIR_COLUMNS))
+
+
+def settle_id_changes(settings: Settings, pairs: pd.DataFrame, same: bool,
+                      decided_by: str) -> dict[tuple[str, str], int]:
+    """The operator's word on `pairs`: the same records (their history moves to the new
+    ids) or not (kept apart, never asked about again). Rows moved per (job, old id)."""
+    return db.record_id_changes(engine_of(settings), pairs, "same" if same else "apart", decided_by)

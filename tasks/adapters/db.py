@@ -27,6 +27,7 @@ from dueflow.tasks.adapters.sources import ResolvedSources, resolve_sources
 from dueflow.tasks.core.bounces import copy_digests
 from dueflow.tasks.core.defaults import DB_LOCK_TIMEOUT
 from dueflow.tasks.core.frames import pd, records
+from dueflow.tasks.core.keys import Job, dunning_key, id_forms, parse_key, renewal_key
 from dueflow.tasks.core.message import OutgoingEmail
 from dueflow.tasks.core.sources import DEFAULT_MAPPING, SourceMapping
 from dueflow.tasks.core.statuses import SendResult
@@ -35,7 +36,8 @@ from dueflow.tasks.core.validate import business_dates
 
 # What a job hands to `reserve`: the ledger row to insert, plus `previous_by`, the
 # latest as_of the previous step may carry for this step to be due (dunning only).
-CANDIDATE_COLUMNS = ("key", "subject_id", "cycle", "step", "step_rank", "recipient", "previous_by")
+CANDIDATE_COLUMNS = ("key", "subject_id", "subject_form", "cycle", "step", "step_rank", "recipient",
+                     "previous_by")
 
 
 def engine_for(url: str, lock_timeout: float = DB_LOCK_TIMEOUT, ledger_schema: str | None = None) -> Engine:
@@ -437,7 +439,10 @@ def reserve(
 
 def candidate_columns(candidates: pd.DataFrame) -> dict[str, list[Any]]:
     """The candidates' CANDIDATE_COLUMNS as lists, in key order."""
-    frame = candidates.reindex(columns=list(CANDIDATE_COLUMNS))
+    # Each row keeps its subject's form apart from its spelling (migration 0008): a source
+    # whose ids change spelling later is noticed before it is sent to (tasks/core/rekeying.py).
+    frame = candidates.assign(subject_form=id_forms(candidates["subject_id"])).reindex(
+        columns=list(CANDIDATE_COLUMNS))
     columns = {name: _nullable_list(frame[name]) for name in CANDIDATE_COLUMNS}
     columns["step_rank"] = [int(v) for v in columns["step_rank"]]
     # Sorted by key, the primary-key inserts walk the btree in order instead of landing
@@ -450,7 +455,8 @@ def candidate_columns(candidates: pd.DataFrame) -> dict[str, list[Any]]:
 
 
 # The arrays sql/reserve_*.postgresql.sql take, and the candidate column in each.
-RESERVE_ARRAYS = {"keys": "key", "subject_ids": "subject_id", "cycles": "cycle", "steps": "step",
+RESERVE_ARRAYS = {"keys": "key", "subject_ids": "subject_id", "subject_forms": "subject_form",
+                  "cycles": "cycle", "steps": "step",
                   "step_ranks": "step_rank", "recipients": "recipient", "previous_by": "previous_by"}
 
 
@@ -1004,3 +1010,54 @@ def bounce_reports(engine: Engine, key: str | None = None) -> pd.DataFrame:
 def kept_reports(engine: Engine) -> pd.DataFrame:
     """The messages of the bounce mailbox kept aside, most recent first."""
     return read_frame(engine, statement("bounce_kept_list"), {})
+
+
+# --------------------------------------------------------------------------- ids respelled
+
+
+def ledger_ids_of_forms(engine: Engine, job: str, forms: Sequence[str]) -> pd.DataFrame:
+    """The ledger's subjects of one job (subject_id, subject_form) whose form is among
+    `forms` (sql/ledger_ids_of_forms: index probes)."""
+    return read_frame(engine, statement("ledger_ids_of_forms", dialect(engine)),
+                      {"job": job, "forms": _key_list(engine, list(forms))}, dtype="string")
+
+
+def kept_apart(engine: Engine) -> pd.DataFrame:
+    """The pairs of ids an operator said are different records (job, old_id, new_id)."""
+    return read_frame(engine, statement("id_changes_apart"), {}, dtype="string")
+
+
+def ledger_subjects(engine: Engine) -> pd.DataFrame:
+    """Every subject of the ledger with its form (job, subject_id, subject_form)."""
+    return read_frame(engine, statement("ledger_subjects"), {}, dtype="string")
+
+
+def source_ids(database: Database) -> pd.DataFrame:
+    """Every contract and invoice id as the night reads them (job, id)."""
+    return extract_frame(database.engine, database.source_statement("source_ids"), {})
+
+
+def record_id_changes(engine: Engine, pairs: pd.DataFrame, decision: str,
+                      decided_by: str) -> dict[tuple[str, str], int]:
+    """An operator's word on pairs of ids (job, old_id, new_id), in one transaction:
+    `same` moves each old id's ledger rows to the new id — keys made again, all else kept —
+    and their bounce reports with them; `apart` only records the pair, so that nights stop
+    asking. Returns the rows moved per (job, old id) (a row whose new key is taken stays)."""
+    moved: dict[tuple[str, str], int] = {}
+    with writing(engine) as conn:
+        for job, old_id, new_id in zip(pairs["job"], pairs["old_id"], pairs["new_id"], strict=True):
+            count = 0
+            if decision == "same":
+                form = str(id_forms(pd.Series([new_id], dtype="string")).iloc[0])
+                for row in conn.execute(text(statement("rekey_rows")), {"job": job, "old_id": old_id}).all():
+                    new_key = (renewal_key(new_id, row.cycle, parse_key(row.key).step_rank)
+                               if job == Job.RENEWAL else dunning_key(new_id, row.step))
+                    params = {"old_key": row.key, "new_key": new_key, "new_id": new_id, "subject_form": form}
+                    if conn.execute(text(statement("rekey_move")), params).rowcount:
+                        conn.execute(text(statement("rekey_move_bounces")), params)
+                        count += 1
+            conn.execute(text(statement("id_change_record")), {
+                "job": job, "old_id": old_id, "new_id": new_id, "decision": decision, "rows_moved": count,
+                "decided_by": decided_by})
+            moved[(job, old_id)] = count
+    return moved

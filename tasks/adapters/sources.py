@@ -256,6 +256,8 @@ def _reading(
         # amounts keep their own type so a floating point keeps its shortest repr.
         if kind in (Kind.DATE, Kind.TIMESTAMP, Kind.AMOUNT):
             return raw
+        if kind == Kind.ID:
+            return _value_map(conn, id_text(raw, dialect, type_seen), spec.values.get(column))
         return _value_map(conn, f"CAST({raw} AS TEXT)", spec.values.get(column))
     allowed = _MINOR_TYPES if column == AMOUNT_MINOR else PG_TYPES[kind]
     if type_seen not in allowed:
@@ -278,7 +280,23 @@ def _reading(
         return raw if type_seen == "date" else f"CAST({raw} AS date)"
     if kind == Kind.TIMESTAMP:
         return raw  # read as text: an offset when it has a zone, the business zone when not
+    if kind == Kind.ID:
+        return _value_map(conn, id_text(raw, dialect, type_seen), spec.values.get(column))
     return _value_map(conn, f"CAST({raw} AS text)", spec.values.get(column))
+
+
+def id_text(raw: str, dialect: str, type_seen: str) -> str:
+    """The SQL that reads an id as the text of its value, the same whatever type holds it
+    (docs/design.md, Keys): an integral number is its integer text — numeric 42.00, a
+    SQLite REAL 42.0 and an integer 42 are all `42` —, another number its shortest decimal
+    (trim_scale: 42.50 is `42.5`), a uuid its lowercase form (PostgreSQL's own text), text
+    as written. So a view recreated with another numeric type for its ids keeps every key."""
+    if dialect == "sqlite":  # a value's own storage class decides, not the column's
+        return (f"CASE WHEN typeof({raw}) = 'real' AND {raw} = CAST({raw} AS INTEGER)"
+                f" THEN CAST(CAST({raw} AS INTEGER) AS TEXT) ELSE CAST({raw} AS TEXT) END")
+    if type_seen == "numeric":
+        return f"CAST(trim_scale({raw}) AS text)"
+    return f"CAST({raw} AS text)"
 
 
 def _note(source: str, column: str, kind: Kind, type_seen: str, timezone: str) -> str | None:
@@ -507,7 +525,8 @@ _SAMPLE_VALUES: dict[str, Any] = {
     "after_second_by": "2000-01-01",
     "hold_as_of": "2000-01-01",
 }
-_ARRAYS = ("keys", "subject_ids", "cycles", "steps", "step_ranks", "recipients", "previous_by", "ids")
+_ARRAYS = ("keys", "subject_ids", "subject_forms", "cycles", "steps", "step_ranks", "recipients",
+           "previous_by", "ids")
 
 
 def _sample(name: str, dialect: str) -> Any:
@@ -640,6 +659,8 @@ def index_advice(engine: Engine, sources: ResolvedSources) -> list[IndexAdvice]:
                 expected = _normalised(
                     reading.origin
                     if plain
+                    else f"trim_scale({reading.origin})::text" if reading.type_seen == "numeric"
+                    and column != "renewal_date"
                     else f"{reading.origin}::{'date' if column == 'renewal_date' else 'text'}"
                 )
                 if expected in keys:

@@ -119,6 +119,33 @@ def parse_keys(keys: pd.Series) -> pd.DataFrame:
     }, index=keys.index)
 
 
+# An id's form apart from its spelling (`id_forms`): a number by its value, a uuid by its
+# 32 hex digits, anything else trimmed and case-folded.
+_NUMBER = re.compile(r"\A(?P<sign>[+-]?)0*(?P<whole>[0-9]*?)(?:\.(?P<fraction>[0-9]*?)0*)?\Z")
+_UUID_SPELLING = re.compile(r"[{}\-]")
+_UUID_DIGITS = re.compile(r"\A[0-9a-f]{32}\Z")
+
+
+def id_forms(ids: pd.Series) -> pd.Series:
+    """Each id without its spelling, over a column: two ids of one form are the same id
+    written two ways — `1`, `01`, `1.00`, ` 1 ` and `+1` are `1`; a uuid in capitals, with
+    braces or without hyphens is its 32 lowercase hex digits; any other text is trimmed and
+    case-folded (`INV-7 ` is `inv-7`). Keys are never made from a form (two distinct text
+    ids may share one: `A7` and `a7`); the ledger keeps each row's form so that a source
+    whose ids changed spelling between nights is noticed before anything is sent."""
+    text = ids.astype("string").str.strip().str.casefold()
+    number = text.str.extract(_NUMBER)
+    is_number = number["whole"].notna() & (text.str.contains("[0-9]", regex=True) == True)  # noqa: E712
+    whole = number["whole"].mask(number["whole"].eq(""), "0")
+    fraction = number["fraction"].fillna("")
+    value = whole + ("." + fraction).where(fraction.ne(""), "")
+    negative = number["sign"].eq("-") & value.ne("0")
+    value = ("-" + value).where(negative, value)
+    bare = text.str.replace(_UUID_SPELLING, "", regex=True)
+    is_uuid = bare.str.match(_UUID_DIGITS) == True  # noqa: E712 - NA is not a uuid
+    return text.mask(is_uuid, bare).mask(is_number, value)
+
+
 def source_row_keys(source: str, ids: pd.Series) -> pd.Series:
     """How a source row is named where it has no idempotency key (a quarantined row):
     `{source}/{id}`, e.g. contracts/C-1."""
@@ -181,7 +208,8 @@ def printable_id(value: object) -> str:
     except UnicodeEncodeError:
         text = text.encode("utf-8", "backslashreplace").decode("utf-8")
     text = re.sub(_UNSAFE_ID, lambda m: repr(m.group())[1:-1], text)
-    return text if len(text) <= MAX_ID_CHARS else text[:MAX_ID_CHARS] + "…"
+    text = text if len(text) <= MAX_ID_CHARS else text[:MAX_ID_CHARS] + "…"
+    return f"'{text}'" if text != text.strip() else text  # a space that tells two ids apart shows
 
 
 def printable_ids(ids: pd.Series) -> pd.Series:

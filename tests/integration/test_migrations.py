@@ -310,3 +310,34 @@ def test_init_db_makes_the_message_id_secret_once_and_nothing_prints_it(backend,
         for command in (("check",), ("ledger", "--format", "json"), ("init-db",)):
             shown = dueflow_cli(*command, env=env)
             assert secret not in shown.stdout + shown.stderr, command
+
+
+@pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgresql", marks=pytest.mark.pg)])
+def test_migration_0008_gives_every_row_of_an_older_ledger_its_subject_form(backend, tmp_path):
+    """Migration 0008 (issue 36, case 2): each row of a ledger made before it gets the form of
+    its subject apart from spelling, so the first night after the upgrade already notices
+    a source whose ids changed spelling (a company on numeric(10,2) ids, whose keys read
+    `1.00`, now reads `1`: its first night stops and `dueflow rekey` settles it)."""
+    from alembic import command
+
+    spelled = {"renewal": ["c-7", " C-7", "0042"],
+               "dunning": ["1.00", "000001", "2", "6F1C2B0E-93A4-4C55-9B1E-0D3C7A8E5F21"]}
+    with two_databases(backend, tmp_path) as (url, _):
+        engine = db.engine_for(url)
+        with db.writing(engine) as conn:
+            schema = conn.exec_driver_sql("SELECT current_schema()").scalar() \
+                if db.dialect(engine) == "postgresql" else None
+            command.upgrade(db._alembic_config(conn, schema), "0007")
+            for job, ids in spelled.items():
+                for subject_id in ids:
+                    conn.execute(text(
+                        "INSERT INTO dueflow_ledger (key, job, subject_id, cycle, step, step_rank, status,"
+                        " as_of) VALUES (:key, :job, :id, '', 'REMINDED_1', 1, 'sent', '2027-01-09')"),
+                        {"key": f"{job}/{subject_id}/x", "job": job, "id": subject_id})
+        db.init_db(engine)
+        with engine.connect() as conn:
+            forms = {(r.job, r.subject_id): r.subject_form for r in conn.execute(text(
+                "SELECT job, subject_id, subject_form FROM dueflow_ledger"))}
+    assert forms == {("renewal", "c-7"): "c-7", ("renewal", " C-7"): "c-7", ("renewal", "0042"): "42",
+                     ("dunning", "1.00"): "1", ("dunning", "000001"): "1", ("dunning", "2"): "2",
+                     ("dunning", "6F1C2B0E-93A4-4C55-9B1E-0D3C7A8E5F21"): "6f1c2b0e93a44c559b1e0d3c7a8e5f21"}
