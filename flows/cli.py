@@ -32,10 +32,11 @@ EPHEMERAL_STARTUP = 180  # seconds dueflow waits for a temporary Prefect server
 
 
 def _quiet_prefect() -> None:
-    # Keep the terminal for our own summary: Prefect's INFO chatter (and the temporary
-    # server's banner when no PREFECT_API_URL is set) stays off the console, while the
-    # run's INFO logs still reach the API (the run's Logs tab).
-    os.environ.setdefault("PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL", "WARNING")
+    # Keep the terminal for our own summary: Prefect's log lines (and the temporary server's
+    # banner when no PREFECT_API_URL is set) stay off the console — the command says every
+    # outcome, warning and error itself, once — while the run's logs still reach the API
+    # (the run's Logs tab). Only a CRITICAL line would show.
+    os.environ.setdefault("PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL", "CRITICAL")
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     # Prefect gives its temporary server 20 s; its first start (creating the database in
     # a new PREFECT_HOME) took longer than that on a busy 2-core machine.

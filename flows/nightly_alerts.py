@@ -216,48 +216,55 @@ def nightly_alerts(
         RunSummary. (Annotated State: Prefect reads every annotation to build the run
         form, and RunSummary is imported only when a run starts.)
     """
-    from dueflow.tasks.adapters import db
-    from dueflow.tasks.adapters.lock import run_lock
-    from dueflow.tasks.core.report import RunSummary
-    from dueflow.tasks.deliver import DeliverySettings
-    from dueflow.tasks.jobs import RunContext
+    def night() -> State:
+        nonlocal as_of  # read below as a checked date
+        from dueflow.tasks.adapters import db
+        from dueflow.tasks.adapters.lock import run_lock
+        from dueflow.tasks.core.report import RunSummary
+        from dueflow.tasks.deliver import DeliverySettings
+        from dueflow.tasks.jobs import RunContext
 
-    settings = with_email_block(Settings.from_env(), email_block).with_blocks()
-    settings.check_templates()  # a broken DUEFLOW_TEMPLATES_DIR template: one line, nothing written
-    params = checked_parameters(
-        renewal_leads=renewal_leads, dunning_delays=dunning_delays, dunning_start=dunning_start,
-        renewal_locale=renewal_locale, retry_max_attempts=retry_max_attempts,
-        retry_backoff_minutes=retry_backoff_minutes, send_cap=send_cap, adopt=adopt, dry_run=dry_run,
-        dunning_delay_unit=dunning_delay_unit, renewal_on_any_day=renewal_on_any_day)
-    as_of = checked_date(as_of)  # a parameter: checked with the others, before the database
-    logger = get_run_logger()
-    # Every source relation found and every statement of the night planned, and dueflow's
-    # own tables writable, before the first write: a shape dueflow cannot read is one line.
-    database = db.open_database(settings)
-    if as_of is None:
-        logger.info("as_of empty: running for %s, today in %s", settings.today(), settings.timezone)
-    as_of = checked_as_of(as_of, settings, database.engine, allow_any_as_of)
-    if not dry_run:
-        db.preflight(database)
-    delivery = DeliverySettings(settings.mail_config(), settings.sender(), database, as_of,
-                                params.retry_backoff, settings.smtp_max_failures)
-    ctx = RunContext(settings, database, delivery, as_of, flow_run.get_id(), params,
-                     db.message_id_key(database.engine))
-    label_run(dry_run, adopt)
-    if dry_run or not settings.run_lock:
-        return finish(guarded_run(ctx), settings.attention_state)
-    warnings: list[str] = []
-    with run_lock(database.engine, warnings) as acquired:
-        if not acquired:
-            logger.warning("another dueflow run is active on this database; exiting")
-            return finish(RunSummary(as_of=as_of, dry_run=False, flow_run_id=ctx.flow_run_id,
-                                     skipped="another dueflow run is active on this database"),
-                          settings.attention_state)
-        tag_ledger(ctx)
-        summary = guarded_run(ctx)
-        warnings += stale_runs(ctx)  # at the end: a run that released the lock has ended by now
-    summary.warnings.extend(warnings)
-    return finish(summary, settings.attention_state)
+        settings = with_email_block(Settings.from_env(), email_block).with_blocks()
+        settings.check_templates()  # a broken DUEFLOW_TEMPLATES_DIR template: one line, nothing written
+        params = checked_parameters(
+            renewal_leads=renewal_leads, dunning_delays=dunning_delays, dunning_start=dunning_start,
+            renewal_locale=renewal_locale, retry_max_attempts=retry_max_attempts,
+            retry_backoff_minutes=retry_backoff_minutes, send_cap=send_cap, adopt=adopt, dry_run=dry_run,
+            dunning_delay_unit=dunning_delay_unit, renewal_on_any_day=renewal_on_any_day)
+        as_of = checked_date(as_of)  # a parameter: checked with the others, before the database
+        logger = get_run_logger()
+        # Every source relation found and every statement of the night planned, and dueflow's
+        # own tables writable, before the first write: a shape dueflow cannot read is one line.
+        database = db.open_database(settings)
+        if as_of is None:
+            logger.info("as_of empty: running for %s, today in %s", settings.today(), settings.timezone)
+        as_of = checked_as_of(as_of, settings, database.engine, allow_any_as_of)
+        if not dry_run:
+            db.preflight(database)
+        delivery = DeliverySettings(settings.mail_config(), settings.sender(), database, as_of,
+                                    params.retry_backoff, settings.smtp_max_failures)
+        ctx = RunContext(settings, database, delivery, as_of, flow_run.get_id(), params,
+                         db.message_id_key(database.engine))
+        label_run(dry_run, adopt)
+        if dry_run or not settings.run_lock:
+            return finish(guarded_run(ctx), settings.attention_state)
+        warnings: list[str] = []
+        with run_lock(database.engine, warnings) as acquired:
+            if not acquired:
+                logger.warning("another dueflow run is active on this database; exiting")
+                return finish(RunSummary(as_of=as_of, dry_run=False, flow_run_id=ctx.flow_run_id,
+                                         skipped="another dueflow run is active on this database"),
+                              settings.attention_state)
+            tag_ledger(ctx)
+            summary = guarded_run(ctx)
+            warnings += stale_runs(ctx)  # at the end: a run that released the lock has ended by now
+        summary.warnings.extend(warnings)
+        return finish(summary, settings.attention_state)
+
+    try:
+        return night()
+    except ConfigError as exc:  # a setting, a parameter, the sources, the database: one line
+        return refused(exc)
 
 
 class SourceIdsChanged(ConfigError):
@@ -445,6 +452,17 @@ def stale_runs(ctx: RunContext) -> list[str]:
         get_run_logger().warning("marked %d stale run(s) Crashed: %s", len(stale), ", ".join(stale))
     return [f"flow run {run_id} was left 'Running' by a lost Prefect API: marked Crashed (its emails"
             " are in the ledger)" for run_id in stale]
+
+
+def refused(exc: ConfigError) -> State:
+    """The end of a night something refused (a setting, a parameter, the sources, the
+    database, ids that changed spelling): one ERROR line in the run's log — no traceback,
+    the line says what to fix — and a Failed state whose data is the error, which a call of
+    the flow raises and the CLI prints as its one line (exit 2)."""
+    from prefect.states import Failed
+
+    get_run_logger().error("%s", exc)
+    return Failed(message=str(exc), data=exc)
 
 
 NEEDS_ATTENTION_EVENT = "dueflow.run.needs-attention"

@@ -22,6 +22,7 @@ from sqlalchemy.exc import DBAPIError
 from dueflow.blocks.settings import LLMConfig
 from dueflow.tasks.adapters import db
 from dueflow.tasks.adapters.db import Database
+from dueflow.tasks.adapters.sources import failing_expressions
 from dueflow.tasks.core.decide import (
     Decision,
 )
@@ -48,20 +49,25 @@ class SourcesRefused:
     line: str
 
 
-def _read_or_refusal(what: str, read: Callable[[], dict[str, pd.DataFrame]]
+def _read_or_refusal(what: str, read: Callable[[], dict[str, pd.DataFrame]], database: Database
                      ) -> dict[str, pd.DataFrame] | SourcesRefused:
     try:
         return read()
     except DBAPIError as exc:
         if db.transient(exc):
             raise
-        return SourcesRefused(db.database_problem(exc, f"reading the {what} failed; nothing was written"))
+        doing = f"reading the {what} failed; nothing was written"
+        failing = failing_expressions(database.engine, database.sources) if database.sources else []
+        if failing:
+            return SourcesRefused(f"{doing}: " + "; ".join(problem.line() for problem in failing))
+        return SourcesRefused(db.database_problem(exc, doing))
 
 
 @task(name="extract", task_run_name="extract-{job.label}", cache_policy=NO_CACHE)
 def extract(job: NightJob, database: Database, as_of: date) -> dict[str, pd.DataFrame] | SourcesRefused:
-    """One job's extract (`job.extract`); a database that refuses it says so in one line."""
-    return _read_or_refusal(job.source, lambda: job.extract(database, as_of))
+    """One job's extract (`job.extract`); a database that refuses it says so in one line,
+    naming the mapping's expression that fails on a value when one does."""
+    return _read_or_refusal(job.source, lambda: job.extract(database, as_of), database)
 
 
 @task(name="decide", task_run_name="decide-{job.label}", cache_policy=NO_CACHE)

@@ -564,6 +564,35 @@ def explain_night(
     return problems
 
 
+def failing_expressions(engine: Engine, sources: ResolvedSources) -> list[SourceProblem]:
+    """The mapping's expressions that fail on a value of their relation (a CAST of a text
+    that is not a number, a date that does not exist): each evaluated over every row, in a
+    read-only transaction of its own — only after a read of the night failed, to say which
+    expression did and how to make it safe. The database does not say which row."""
+    problems = []
+    with engine.connect() as conn:
+        for source in sources.sources.values():
+            qualified = ".".join(conn.dialect.identifier_preparer.quote_identifier(part)
+                                 for part in (source.schema or "main", source.relation))
+            for reading in source.columns:
+                if not reading.origin.startswith("sql:"):
+                    continue
+                try:
+                    if sources.dialect == "postgresql":
+                        conn.exec_driver_sql("SET TRANSACTION READ ONLY")
+                    conn.execute(text(f"SELECT count({reading.expression}) FROM {qualified}")).all()
+                except DBAPIError as exc:
+                    problems.append(SourceProblem(
+                        source.name, f"the mapping's {reading.column} ({reading.origin}) fails on a value of"
+                        f" {source.relation}: {_reason(exc)}",
+                        f"make the expression give NULL for a value it cannot read (e.g. CASE WHEN … ~ '…'"
+                        f" THEN CAST(… AS …) END), or map the column itself where dueflow reads its type:"
+                        f" a row whose {reading.column} cannot be read is then quarantined with the reason,"
+                        " and every other row goes"))
+                conn.rollback()
+    return problems
+
+
 # --------------------------------------------------------------------------- indexes
 
 

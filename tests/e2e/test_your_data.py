@@ -457,3 +457,35 @@ def test_a_statement_timeout_is_one_line_before_any_write_and_storing_still_comp
         run = dueflow_cli("run", "--as-of", AS_OF.isoformat(), env=env)
         assert run.returncode == 0, run.stdout + run.stderr
     assert len(smtp_sink.keys()) == 40 and len(ledger_keys(url)) == 40
+
+
+def test_a_mapping_expression_failing_on_one_value_is_one_line_naming_it(
+        schemas, dueflow_cli, mail_env, smtp_sink, tmp_path, prefect_server):
+    """Issue 36: a CAST in a mapping that fails on one row failed the whole read with ~200
+    traceback lines, on the terminal and in Prefect's logs, and said "see `dueflow check`".
+    Now the night stops before any write with one line that names the expression and how to
+    make it safe (the database does not say which row), and the run's log holds the same
+    line and no traceback."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.sorting import LogSort
+    from prefect.logging.handlers import APILogWorker
+
+    url = url_for(schemas("cast"))
+    seed_serial(url)
+    db.init_db(db.engine_for(url))
+    run_sql(url, "ALTER TABLE invoices ALTER COLUMN amount TYPE text",
+            "INSERT INTO invoices (client_id, number, amount, currency, status, sent_at, due_date)"
+            " VALUES (1, '2027-0043', 'n/a', 'EUR', 'sent', :sent, :due)",
+            sent=f"{AS_OF - timedelta(days=8)} 10:00:00+00", due=AS_OF)
+    mapping = tmp_path / "sources.toml"
+    mapping.write_text('[invoices.columns]\namount = { sql = "CAST(amount AS numeric)" }\n')
+    env = mail_env | {"DUEFLOW_DATABASE_URL": url, "DUEFLOW_SOURCES_FILE": str(mapping)}
+    err = one_line_error(dueflow_cli("run", "--as-of", AS_OF.isoformat(), env=env))
+    assert ("the mapping's amount (sql: CAST(amount AS numeric)) fails on a value of invoices: invalid input"
+            ' syntax for type numeric: "n/a"') in err and "make the expression give NULL" in err, err
+    assert ledger_keys(url) == [] and smtp_sink.keys() == []
+    APILogWorker.drain_all(timeout=10)
+    with get_client(sync_client=True) as client:
+        logs = [log.message for log in client.read_logs(limit=50, sort=LogSort.TIMESTAMP_DESC)]
+    said = [message for message in logs if 'invalid input syntax for type numeric: "n/a"' in message]
+    assert said and not any("Traceback" in message for message in said), said
