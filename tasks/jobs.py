@@ -148,7 +148,9 @@ class RenewalJob(NightJob):
             "window_start": start.isoformat(), "window_end": end.isoformat(), "as_of": as_of.isoformat(),
             "leads": json.dumps(normalise_leads(self.leads))})
         return {"contracts": amounts_from_minor(contracts),
-                "history": db.renewal_history_of(engine, contracts, as_of, self.timezone)}
+                # from the window's start: a renewal that fell on the closed days just past
+                # is alerted tonight, and its cycle's history must come along
+                "history": db.renewal_history_of(engine, contracts, start, self.timezone)}
 
     def decide(self, extracted: Extracted, as_of: date) -> Decision:
         contracts, settled = settled_apart(extracted["contracts"])

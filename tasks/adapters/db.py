@@ -387,16 +387,17 @@ def _copy_frame(raw: Any, compiled: str, params: Mapping[str, Any],
     return frame
 
 
-def renewal_history_of(engine: Engine, contracts: pd.DataFrame, as_of: date, timezone: str) -> pd.DataFrame:
+def renewal_history_of(engine: Engine, contracts: pd.DataFrame, since: date, timezone: str) -> pd.DataFrame:
     """The leads already reserved for the (contract, cycle) pairs of the extracted rows the
     ledger does not settle (sql/renewal_history_of): index probes, not every cycle ahead. A
-    cycle is the renewal date as the rules date it (in the business zone)."""
+    cycle is the renewal date as the rules date it (in the business zone); `since` is the
+    first renewal date the night can alert (a renewal on the closed days just past counts)."""
     rows = contracts[contracts["settled_lead"].isna()] if "settled_lead" in contracts else contracts
     cycles = business_dates(rows["renewal_date"], timezone).dt.strftime("%Y-%m-%d")
     dated = (rows["id"].notna() & cycles.notna()).to_numpy()
     pairs = json.dumps([[str(i), str(c)] for i, c in zip(rows["id"][dated], cycles[dated], strict=True)])
     return extract_frame(engine, statement("renewal_history_of", dialect(engine)),
-                         {"pairs": pairs, "as_of": as_of.isoformat()})
+                         {"pairs": pairs, "since": since.isoformat()})
 
 
 def reserve(

@@ -284,3 +284,22 @@ def test_forecast_matches_the_decision_frame_types(db_url):
                      settings=Settings.from_env({"DUEFLOW_DATABASE_URL": db_url}))
     assert empty.empty and list(empty.columns) == list(rows.columns)
     assert pd.api.types.is_object_dtype(empty["night"])
+
+
+def test_a_renewal_alerted_before_the_closed_days_it_fell_on_is_not_alerted_again(run_env, tmp_path,
+                                                                                  monkeypatch):
+    """Found by the property above: a renewal on a closed day counts as renewing the next
+    business day, but its cycle's history was read only for renewal dates from tonight on,
+    so the dry run and the forecast of that day listed an alert sent days before (the real
+    night's reservation refused it: G1 held, the preview lied)."""
+    closed = tmp_path / "closed.txt"
+    closed.write_text(f"{day(1)} closure\n{day(2)} closure\n")
+    monkeypatch.setenv("DUEFLOW_CLOSED_DAYS_FILE", str(closed))
+    insert(run_env, "contracts", [contract("c0", day(2))])
+    first = nightly_alerts(as_of=day(-2), renewal_leads=[8])
+    assert sent_keys(first) == {f"renewal/c0/{day(2)}/8d"}
+    assert forecast(day(-1), 7, renewal_leads=[8]).empty
+    after = nightly_alerts(as_of=day(3), dry_run=True, renewal_leads=[8])  # the day after the closures
+    assert would_send(after) == {}
+    handled = after.rows.loc[after.rows["status"] == "already handled", "key"]
+    assert set(handled) == {f"renewal/c0/{day(2)}/8d"}
