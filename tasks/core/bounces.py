@@ -266,9 +266,11 @@ def parse_report(raw: bytes, source: str, size: int | None = None) -> list[Repor
                 problem = ("a delivery status notification whose Action and Status say nothing dueflow"
                            f" can read (Action: {one_line(action or '-', 40)},"
                            f" Status: {one_line(block.get('status') or '-', 40)})")
-            entries.append(Report(_entry_id(ident, n), source, kind, status if kind else None,
-                                  one_line(diagnostic or f"Action: {action or '-'}"),
-                                  _address(named) or None, action, message_id, key, seen, problem))
+            entries.append(Report(_entry_id(ident, n), source, kind=kind,
+                                  status_code=status if kind else None,
+                                  diagnostic=one_line(diagnostic or f"Action: {action or '-'}"),
+                                  recipient=_address(named) or None, action=action, message_id=message_id,
+                                  key=key, seen_at=seen, problem=problem))
         return entries
     temporary, permanent = _flufl(msg)
     if not (temporary or permanent):
@@ -284,9 +286,10 @@ def parse_report(raw: bytes, source: str, size: int | None = None) -> list[Repor
     for n, (address, kind, action) in enumerate(failures):
         recipient = address.decode("ascii", "replace")
         about = _segment(body, recipient)
-        entries.append(Report(_entry_id(ident, n), source, kind, _code_in(about) or _code_in(body),
-                              _diagnostic_in(about) or _diagnostic_in(body), recipient, action,
-                              message_id, key, seen))
+        entries.append(Report(_entry_id(ident, n), source, kind=kind,
+                              status_code=_code_in(about) or _code_in(body),
+                              diagnostic=_diagnostic_in(about) or _diagnostic_in(body), recipient=recipient,
+                              action=action, message_id=message_id, key=key, seen_at=seen))
     return entries
 
 
