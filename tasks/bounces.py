@@ -56,14 +56,14 @@ class IntakeSummary:
 
 
 def read_batch(fetched: list[Fetched]) -> pd.DataFrame:
-    """The reports of a batch (tasks.core.bounces.REPORT_COLUMNS); a report without a date
-    of its own is dated by its arrival in the mailbox."""
+    """The reports of a batch (tasks.core.bounces.REPORT_COLUMNS), one row per recipient a
+    message names; a report without a date of its own is dated by its arrival in the mailbox."""
     reports = []
     for item in fetched:
-        report = parse_report(item.raw, item.source, item.size)
-        if report.seen_at is None:
-            report = replace(report, seen_at=item.arrived or datetime.now(UTC))
-        reports.append(report)
+        for report in parse_report(item.raw, item.source, item.size):
+            if report.seen_at is None:
+                report = replace(report, seen_at=item.arrived or datetime.now(UTC))
+            reports.append(report)
     return reports_frame(reports)
 
 
@@ -71,8 +71,8 @@ def read_batch(fetched: list[Fetched]) -> pd.DataFrame:
 class Recorded:
     """What recording one batch did."""
 
-    already: int  # reports recorded by an earlier run (read again: it died before marking)
-    hard: int
+    already: int  # messages recorded by an earlier run (read again: it died before marking)
+    hard: int  # recipients' entries applied: hard ones (a row marked, or already bounced)
     soft: int
     marked: list[str]  # the keys of the rows marked bounced
     kept: pd.DataFrame  # reports kept aside: reason, detail, source
@@ -88,7 +88,9 @@ def record(database: Database, fetched: list[Fetched]) -> Recorded:
     matched = match_reports(fresh, db.bounce_candidates(engine, ids))
     marked = db.record_bounces(engine, matched.bounces, matched.kept)
     kinds = matched.bounces["kind"]
-    return Recorded(already=len(reports) - len(fresh), hard=int((kinds == BounceKind.HARD).sum()),
+    # Counted in messages: the recipients of one message are recorded in one transaction.
+    already = reports.loc[reports["report_id"].isin(seen), "source"].nunique()
+    return Recorded(already=already, hard=int((kinds == BounceKind.HARD).sum()),
                     soft=int((kinds == BounceKind.SOFT).sum()), marked=marked,
                     kept=matched.kept.loc[:, ["reason", "detail", "source"]])
 

@@ -78,6 +78,20 @@ def require_pg() -> None:
 
 _skipped_pg_tests: list[str] = []
 
+# The MTA tier (tests/e2e/test_postfix_bounces.py): a real Postfix and Dovecot. CI sets
+# DUEFLOW_REQUIRE_MTA=1 (.ci/run installs both): there, a tier that cannot run fails.
+REQUIRE_MTA = os.environ.get("DUEFLOW_REQUIRE_MTA") == "1"
+_skipped_mta_tests: list[str] = []
+_mta_seconds: list[float] = []
+
+
+def require_mta(problem: str | None) -> None:
+    """Skip the MTA tier with its one line, or fail it where it is required."""
+    if problem:
+        if REQUIRE_MTA:
+            pytest.fail(problem + " (DUEFLOW_REQUIRE_MTA=1)")
+        pytest.skip(problem)
+
 
 @pytest.hookimpl(trylast=True)  # after the tmp_path plugin has set up its factory
 def pytest_configure(config) -> None:
@@ -105,6 +119,17 @@ def pytest_unconfigure(config) -> None:
 def pytest_runtest_logreport(report) -> None:
     if report.skipped and "pg" in report.keywords:
         _skipped_pg_tests.append(report.nodeid)
+    if "mta" in report.keywords:
+        if report.skipped:
+            _skipped_mta_tests.append(report.nodeid)
+        _mta_seconds.extend(value for name, value in report.user_properties if name == "mta_tier_seconds")
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    # The MTA tier's run time: from starting its servers to its last test's end (its tests
+    # run on one worker, one after another; a session's Prefect server is not counted).
+    if _mta_seconds:
+        terminalreporter.write_line(f"MTA tier (a real Postfix and Dovecot): {max(_mta_seconds):.1f} s")
 
 
 def pytest_sessionfinish(session, exitstatus) -> None:
@@ -112,6 +137,10 @@ def pytest_sessionfinish(session, exitstatus) -> None:
     if REQUIRE_PG and _skipped_pg_tests:
         print(f"\n{len(_skipped_pg_tests)} PostgreSQL test(s) were skipped: "
               + ", ".join(_skipped_pg_tests[:5]))
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    # And DUEFLOW_REQUIRE_MTA=1: an MTA test that did not run is one too.
+    if REQUIRE_MTA and _skipped_mta_tests:
+        print(f"\n{len(_skipped_mta_tests)} MTA test(s) were skipped: " + ", ".join(_skipped_mta_tests[:5]))
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 

@@ -1,13 +1,15 @@
 """Bounces: what a delivery status notification says, and which ledger row it is about
 (docs/bounces.md). Pure: given the bytes of a report and the ledger rows it may name.
 
-A report is read two ways. RFC 3464 (`multipart/report; report-type=delivery-status`) is
-parsed field by field with the standard `email` package: per recipient its Action, Status
-and Diagnostic-Code. Reports that are not RFC 3464 (Exim's, old Exchange's, qmail's…) are
-classified by flufl.bounce, Mailman's bounce detectors, which tell a permanent failure from
-a temporary one. Either way, the original message is identified by the Message-ID and
-X-Dueflow-Key it quotes (an attached message/rfc822 or text/rfc822-headers part, or the
-headers quoted in the text) — never by the recipient alone.
+A report is read two ways, and per recipient: one report may be about the client and its
+Cc at once, and each is decided for itself. RFC 3464 (`multipart/report;
+report-type=delivery-status`) is parsed field by field with the standard `email` package:
+per recipient its Action, Status and Diagnostic-Code, and the Action decides (`classify`).
+Reports that are not RFC 3464 (Exim's, old Exchange's, qmail's…) are classified by
+flufl.bounce, Mailman's bounce detectors, which tell a permanent failure from a temporary
+one. Either way, the original message is identified by the Message-ID and X-Dueflow-Key it
+quotes (an attached message/rfc822 or text/rfc822-headers part, or the headers quoted in
+the text) — never by the recipient alone.
 """
 
 from __future__ import annotations
@@ -33,8 +35,30 @@ DIAGNOSTIC_CHARS = 300
 
 
 class BounceKind(StrEnum):
-    HARD = "hard"  # 5.x.x / Action: failed: the row becomes `bounced`
-    SOFT = "soft"  # 4.x.x / Action: delayed: recorded, changes nothing
+    HARD = "hard"  # Action: failed (whatever the status), or no Action and 5.x.x: the row becomes `bounced`
+    SOFT = "soft"  # Action: delayed, or no Action and 4.x.x: recorded, changes nothing
+
+
+# RFC 3464 §2.3.3: what the reporting MTA did with the message for this recipient. It, not
+# the status code, says whether the MTA gave up: Postfix returns a message whose queue
+# lifetime expired as `Action: failed` with the last temporary status (4.4.1), Exchange
+# as `Action: failed` with 4.4.7.
+NOT_FAILURES = frozenset({"delivered", "relayed", "expanded"})
+
+
+def classify(action: str | None, status: str | None) -> BounceKind | None:
+    """What one recipient's entry of a report means for its row: HARD, SOFT, or None (not a
+    failure). `Action` decides; the status class only when there is no Action (or one RFC
+    3464 does not define)."""
+    said = (action or "").strip().lower()
+    if said == "failed":
+        return BounceKind.HARD
+    if said == "delayed":
+        return BounceKind.SOFT
+    if said in NOT_FAILURES:
+        return None
+    code = (status or "").strip()[:2]
+    return {"5.": BounceKind.HARD, "4.": BounceKind.SOFT}.get(code)
 
 
 class KeptReason(StrEnum):
@@ -46,18 +70,22 @@ class KeptReason(StrEnum):
     MISMATCHED = "mismatched"  # Message-ID of one row, X-Dueflow-Key of another (or none): forged
     NOT_SENT = "not sent"  # the row it names was never handed to SMTP
     COPY = "copy"  # the failed recipient is a copy (the account manager's Cc, the archive Bcc)
+    NOT_A_FAILURE = "not a failure"  # Action: delivered, relayed or expanded: a success, never applied
 
 
 @dataclass(frozen=True)
 class Report:
-    """One message of the bounce mailbox, read. `problem` is why it cannot be used."""
+    """One recipient of one message of the bounce mailbox, read (a message that names no
+    recipient, or cannot be read, is one Report too). `problem` is why it cannot be used;
+    `kind` None without a problem: not a failure (`action` says what happened)."""
 
-    report_id: str  # sha256 of the bytes read (and the size): one report applies once
+    report_id: str  # sha256 of the bytes read (and the size), /n for its n-th recipient: applies once
     source: str  # where it is (mailbox and uid, or file): the raw reference
     kind: BounceKind | None = None
     status_code: str | None = None  # 5.1.1
     diagnostic: str = ""  # one line: the remote server's words
-    recipient: str | None = None
+    recipient: str | None = None  # as dueflow addressed it (Original-Recipient), else the final one
+    action: str | None = None  # RFC 3464 Action, lower case (flufl.bounce: failed or delayed)
     message_id: str | None = None  # of the original message
     key: str | None = None  # X-Dueflow-Key of the original message
     seen_at: datetime | None = None  # the report's own date (UTC)
@@ -149,21 +177,6 @@ def _dsn_fields(msg: Message) -> list[dict[str, str]]:
     return blocks
 
 
-def _worst(blocks: Sequence[dict[str, str]]) -> dict[str, str] | None:
-    """The block that decides the report: a permanent failure over a temporary one."""
-    def rank(block: dict[str, str]) -> int:
-        action = block.get("action", "").lower()
-        status = block.get("status", "")
-        if action == "failed" and not status.startswith("4"):
-            return 0
-        if action in ("failed", "delayed") or status.startswith("4"):
-            return 1
-        return 2
-
-    chosen = min(blocks, key=rank, default=None)
-    return chosen if chosen is not None and rank(chosen) < 2 else None
-
-
 def _seen_at(msg: Message, blocks: Sequence[dict[str, str]]) -> datetime | None:
     for value in [msg.get("Date"), *(b.get("arrival-date") for b in blocks)]:
         if not value:
@@ -197,44 +210,87 @@ def _diagnostic_in(text: str) -> str:
     return ""
 
 
-def parse_report(raw: bytes, source: str, size: int | None = None) -> Report:
-    """Read one message of the bounce mailbox: what failed, how, and for which message."""
+def _entry_id(ident: str, n: int) -> str:
+    """The identity of a report's n-th recipient: the report's own for the first (so a
+    report of one recipient keeps the identity it always had), `/n` after it."""
+    return ident if n == 0 else f"{ident}/{n + 1}"
+
+
+def _address(field_value: str) -> str:
+    """`rfc822; client@example.org` → `client@example.org`."""
+    kind, sep, address = field_value.partition(";")
+    return one_line(address if sep else kind, 200).strip("<> ")
+
+
+def _segment(body: str, address: str) -> str:
+    """The lines of a free-text bounce about one address: from the line that names it to
+    the next blank line (Exim's layout); the whole text when no line names it."""
+    lines = body.splitlines()
+    for i, line in enumerate(lines):
+        if address.lower() in line.lower():
+            block = [line]
+            for after in lines[i + 1:]:
+                if not after.strip():
+                    break
+                block.append(after)
+            return "\n".join(block)
+    return body
+
+
+def parse_report(raw: bytes, source: str, size: int | None = None) -> list[Report]:
+    """Read one message of the bounce mailbox: for each recipient it names, what happened
+    (`classify`), why, and for which message. A message that cannot be used is one Report
+    with its `problem`."""
     ident = report_id(raw, size)
     try:
         msg = message_from_bytes(raw[:MAX_REPORT_BYTES], policy=policy.compat32)
     except Exception as exc:  # the parser is lenient; a report it still cannot read is kept
-        return Report(ident, source, problem=one_line(f"cannot parse the message: {exc}"))
+        return [Report(ident, source, problem=one_line(f"cannot parse the message: {exc}"))]
     if msg.defects and not msg.is_multipart() and msg.get_content_maintype() == "multipart":
-        return Report(ident, source, problem="malformed MIME: a multipart message without its parts")
+        return [Report(ident, source, problem="malformed MIME: a multipart message without its parts")]
     blocks = _dsn_fields(msg)
     message_id, key = _original_headers(msg)
     seen = _seen_at(msg, blocks)
     if blocks:
-        worst = _worst(blocks)
-        if worst is None:
-            return Report(ident, source, message_id=message_id, key=key, seen_at=seen,
-                          problem="a delivery status notification with no failure in it"
-                                  f" (Action: {one_line(blocks[0].get('action', '?'), 40)})")
-        status = _code_in(worst.get("status", ""))
-        action = worst.get("action", "").lower()
-        hard = action == "failed" and not (status or "").startswith("4")
-        diagnostic = worst.get("diagnostic-code", "")
-        diagnostic = diagnostic.partition(";")[2].strip() if ";" in diagnostic else diagnostic
-        named = (worst.get("final-recipient") or worst.get("original-recipient") or "").partition(";")
-        return Report(ident, source, BounceKind.HARD if hard else BounceKind.SOFT, status,
-                      one_line(diagnostic or f"Action: {action}"), one_line(named[2] or named[0], 200)
-                      or None, message_id, key, seen)
+        entries = []
+        for n, block in enumerate(blocks):
+            action = block.get("action", "").strip().lower() or None
+            found = _STATUS.search(block.get("status", ""))
+            status = ".".join(found.groups()) if found else None
+            kind = classify(action, status)
+            diagnostic = block.get("diagnostic-code", "")
+            diagnostic = diagnostic.partition(";")[2].strip() if ";" in diagnostic else diagnostic
+            named = block.get("original-recipient") or block.get("final-recipient") or ""
+            problem = None
+            if kind is None and action not in NOT_FAILURES and not (status or "").startswith("2."):
+                problem = ("a delivery status notification whose Action and Status say nothing dueflow"
+                           f" can read (Action: {one_line(action or '-', 40)},"
+                           f" Status: {one_line(block.get('status') or '-', 40)})")
+            entries.append(Report(_entry_id(ident, n), source, kind=kind,
+                                  status_code=status if kind else None,
+                                  diagnostic=one_line(diagnostic or f"Action: {action or '-'}"),
+                                  recipient=_address(named) or None, action=action, message_id=message_id,
+                                  key=key, seen_at=seen, problem=problem))
+        return entries
     temporary, permanent = _flufl(msg)
     if not (temporary or permanent):
         problem = ("malformed MIME: " + one_line(type(msg.defects[0]).__name__, 80)) if msg.defects \
             else "not a bounce dueflow can read (no delivery status, no failed recipient)"
-        return Report(ident, source, message_id=message_id, key=key, seen_at=seen, problem=problem)
+        return [Report(ident, source, message_id=message_id, key=key, seen_at=seen, problem=problem)]
     body = "\n".join(_text_of(p) for p in msg.walk() if p.get_content_type() == "text/plain")
-    code = _code_in(body)
-    hard = bool(permanent) and not (code or "").startswith("4")
-    recipient = sorted(permanent or temporary)[0].decode("ascii", "replace")
-    return Report(ident, source, BounceKind.HARD if hard else BounceKind.SOFT, code,
-                  _diagnostic_in(body), recipient, message_id, key, seen)
+    # flufl.bounce's "permanent" is the MTA saying it gave up (Exim's "This is a permanent
+    # error", its "retry timeout exceeded"): hard whatever code the text quotes, as Action: failed.
+    failures = [(a, BounceKind.HARD, "failed") for a in sorted(permanent)] + \
+        [(a, BounceKind.SOFT, "delayed") for a in sorted(temporary - permanent)]
+    entries = []
+    for n, (address, kind, action) in enumerate(failures):
+        recipient = address.decode("ascii", "replace")
+        about = _segment(body, recipient)
+        entries.append(Report(_entry_id(ident, n), source, kind=kind,
+                              status_code=_code_in(about) or _code_in(body),
+                              diagnostic=_diagnostic_in(about) or _diagnostic_in(body), recipient=recipient,
+                              action=action, message_id=message_id, key=key, seen_at=seen))
+    return entries
 
 
 def reports_frame(reports: Iterable[Report]) -> pd.DataFrame:
@@ -299,6 +355,11 @@ def match_reports(reports: pd.DataFrame, ledger: pd.DataFrame) -> Matched:
     detail = pd.Series(pd.NA, index=reports.index, dtype="string")
     checks = [
         (problem.notna(), KeptReason.UNREADABLE, problem),
+        # Delivered, relayed, expanded: a success notification (NOTIFY=SUCCESS, a relay
+        # without DSN), about the client or a copy: never applied to any row.
+        (reports["kind"].isna(), KeptReason.NOT_A_FAILURE,
+         "Action: " + reports["action"].astype("string").fillna("-") + " for "
+         + reports["recipient"].astype("string").fillna("(no recipient)") + ": not a failure"),
         (reports["message_id"].isna(), KeptReason.NO_ORIGINAL,
          "the report quotes no Message-ID of the original message"),
         (found.isna(), KeptReason.UNMATCHED,

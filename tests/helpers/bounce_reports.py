@@ -1,8 +1,14 @@
-"""Delivery status notifications as real mail servers write them, for the bounce tests
-(docs/bounces.md): built from each server's documented format — Postfix's bounce(8)
-DSN, Exim's classic "Mail delivery failed" message (not RFC 3464: it quotes the original
-in its text), Microsoft Exchange Online's NDR, Gmail's DSN — and the awkward ones: a soft
-bounce, a report about a message never sent, a forged one, malformed MIME, an enormous one."""
+"""Hand-made delivery status notifications, for the unit and integration layers
+(docs/bounces.md): built from each server's documented format for what no local MTA of
+the test machine writes — Microsoft Exchange Online's NDR (its expiry too: `Action:
+failed` with 4.4.7), Gmail's DSN, Exim's classic "Mail delivery failed" message (not RFC
+3464: it quotes the original in its text) — and the awkward ones: a report about a message
+never sent, a forged one, malformed MIME, an enormous one. `postfix` imitates Postfix's
+bounce(8) for tests that need a report about any Message-ID.
+
+Hand-made, every one of them: what a real MTA writes is read from a real one — Postfix's
+reports as it wrote them (tests/data/postfix, tests/unit/test_postfix_reports.py) and a
+running Postfix in the MTA tier (tests/e2e/test_postfix_bounces.py)."""
 
 from __future__ import annotations
 
@@ -41,7 +47,7 @@ def _date(when: datetime | None) -> str:
 
 def postfix(original: Original, *, when: datetime | None = None, delayed: bool = False,
             body: str = "") -> bytes:
-    """Postfix bounce(8): a multipart/report with the human part, the delivery-status part
+    """Hand-made after Postfix's bounce(8): a multipart/report with the human part, the delivery-status part
     and the original's headers (text/rfc822-headers), or the whole original when `body`."""
     status, action = ("4.4.1", "delayed") if delayed else ("5.1.1", "failed")
     diagnostic = ("connect to mx.example.org[192.0.2.7]:25: Connection timed out" if delayed else
@@ -96,7 +102,7 @@ def postfix(original: Original, *, when: datetime | None = None, delayed: bool =
 
 
 def exim(original: Original, *, when: datetime | None = None) -> bytes:
-    """Exim's classic bounce (not RFC 3464): the failure and a copy of the message in text."""
+    """Hand-made: Exim's classic bounce (not RFC 3464): the failure and a copy of the message in text."""
     return (
         f"Return-path: <>\r\n"
         f"Date: {_date(when)}\r\n"
@@ -118,12 +124,18 @@ def exim(original: Original, *, when: datetime | None = None) -> bytes:
     ).encode()
 
 
-def exchange(original: Original, *, when: datetime | None = None) -> bytes:
-    """Microsoft Exchange Online's NDR: multipart/report with HTML and text explanations,
-    its delivery-status (5.1.10 RESOLVER.ADR.RecipientNotFound) and the original headers."""
+def exchange(original: Original, *, when: datetime | None = None, expired: bool = False) -> bytes:
+    """Hand-made: Microsoft Exchange Online's NDR: multipart/report with HTML and text
+    explanations, its delivery-status (5.1.10 RESOLVER.ADR.RecipientNotFound; or, `expired`,
+    the message that could not be delivered before it expired: `Action: failed`, 4.4.7) and
+    the original headers."""
     boundary = "_000_AM0PR01MB1234ABCDEF_"
     diagnostic = ("smtp;550 5.1.10 RESOLVER.ADR.RecipientNotFound; Recipient "
                   f"{original.recipient} not found by SMTP address lookup")
+    status = "5.1.10"
+    if expired:
+        diagnostic = "smtp;550 4.4.7 QUEUE.Expired; message expired"
+        status = "4.4.7"
     return (
         f"From: Microsoft Outlook <postmaster@dueflow.onmicrosoft.com>\r\n"
         f"To: <{original.sender}>\r\n"
@@ -150,7 +162,7 @@ def exchange(original: Original, *, when: datetime | None = None) -> bytes:
         f"Arrival-Date: Thu, 7 Jan 2027 06:00:04 +0000\r\n\r\n"
         f"Final-Recipient: rfc822;{original.recipient}\r\n"
         f"Action: failed\r\n"
-        f"Status: 5.1.10\r\n"
+        f"Status: {status}\r\n"
         f"Diagnostic-Code: {diagnostic}\r\n\r\n"
         f"--{boundary}\r\nContent-Type: text/rfc822-headers\r\n\r\n{original.headers()}\r\n"
         f"--{boundary}--\r\n"
@@ -158,7 +170,7 @@ def exchange(original: Original, *, when: datetime | None = None) -> bytes:
 
 
 def gmail(original: Original, *, when: datetime | None = None) -> bytes:
-    """Gmail's DSN: "Address not found", a delivery-status whose Diagnostic-Code carries the
+    """Hand-made: Gmail's DSN: "Address not found", a delivery-status whose Diagnostic-Code carries the
     multi-line 550-5.1.1 reply, and the whole original message attached."""
     boundary = "000000000000a1b2c3d4e5f60718"
     return (

@@ -25,6 +25,37 @@ DOVECOT = shutil.which("dovecot") or ("/usr/sbin/dovecot" if Path("/usr/sbin/dov
 USER, PASSWORD = "bounces", "imap-s3cret-Pw"
 
 
+def self_signed_certificate(path: Path) -> Path:
+    """A throw-away certificate for 127.0.0.1 that is its own CA, key included (PEM), at
+    `path`: what a test gives Dovecot, and its clients as `?cafile=`."""
+    import datetime as dt
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = dt.datetime.now(dt.UTC)
+    cert = (
+        x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(days=1)).not_valid_after(now + dt.timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+                       critical=False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    path.write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                          serialization.NoEncryption())
+        + cert.public_bytes(serialization.Encoding.PEM)
+    )
+    return path
+
+
 def missing_reason() -> str | None:
     if DOVECOT is None:
         return "dovecot is not installed (apt-get install -y dovecot-imapd; .ci/run installs it)"

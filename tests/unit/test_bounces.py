@@ -40,7 +40,7 @@ ORIGINAL = br.Original(message_id_for(KEY, SENDER), KEY)
     ("gmail", "5.1.1", "The email account that you tried to reach does not exist"),
 ])
 def test_each_servers_hard_bounce_names_the_original_and_the_reason(name, code, words):
-    report = parse_report(br.FORMATS[name](ORIGINAL), name)
+    (report,) = parse_report(br.FORMATS[name](ORIGINAL), name)
     assert report.problem is None and report.kind == BounceKind.HARD
     assert (report.status_code, report.message_id, report.key) == (code, ORIGINAL.message_id, KEY)
     assert words in report.diagnostic and "\n" not in report.diagnostic
@@ -49,21 +49,21 @@ def test_each_servers_hard_bounce_names_the_original_and_the_reason(name, code, 
 
 
 def test_a_delayed_report_is_soft():
-    report = parse_report(br.postfix(ORIGINAL, delayed=True), "soft")
+    (report,) = parse_report(br.postfix(ORIGINAL, delayed=True), "soft")
     assert (report.kind, report.status_code) == (BounceKind.SOFT, "4.4.1")
 
 
 def test_malformed_mime_and_a_human_reply_are_not_reports():
-    assert "malformed MIME" in parse_report(br.malformed(ORIGINAL), "m").problem
-    assert "not a bounce" in parse_report(br.not_a_bounce(), "h").problem
+    assert "malformed MIME" in parse_report(br.malformed(ORIGINAL), "m")[0].problem
+    assert "not a bounce" in parse_report(br.not_a_bounce(), "h")[0].problem
 
 
 def test_an_enormous_report_is_read_from_its_first_megabyte():
     raw = br.enormous(ORIGINAL, megabytes=8)
-    report = parse_report(raw, "big")
+    (report,) = parse_report(raw, "big")
     assert len(raw) > 8 * MAX_REPORT_BYTES and report.kind == BounceKind.HARD and report.key == KEY
-    assert report.report_id != parse_report(raw + b"\r\n", "longer").report_id  # the size counts
-    assert report.report_id == parse_report(raw, "again").report_id  # the same report, the same id
+    assert report.report_id != parse_report(raw + b"\r\n", "longer")[0].report_id  # the size counts
+    assert report.report_id == parse_report(raw, "again")[0].report_id  # the same report, the same id
 
 
 def ledger(*keys: str, status: str = "sent") -> pd.DataFrame:
@@ -74,11 +74,11 @@ def ledger(*keys: str, status: str = "sent") -> pd.DataFrame:
 def test_reports_match_by_message_id_and_key_and_the_rest_is_kept_with_a_reason():
     other = "dunning/inv-1/REMINDED_1"
     reports = reports_frame([
-        parse_report(br.postfix(ORIGINAL), "good"),
-        parse_report(br.postfix(br.Original(message_id_for(KEY, SENDER), other)), "forged"),
-        parse_report(br.postfix(br.Original("<never@dueflow.test>", "dunning/x/REMINDED_1")), "never"),
-        parse_report(br.malformed(ORIGINAL), "malformed"),
-        parse_report(br.gmail(br.Original(message_id_for(other, SENDER), other)), "not handed"),
+        *parse_report(br.postfix(ORIGINAL), "good"),
+        *parse_report(br.postfix(br.Original(message_id_for(KEY, SENDER), other)), "forged"),
+        *parse_report(br.postfix(br.Original("<never@dueflow.test>", "dunning/x/REMINDED_1")), "never"),
+        *parse_report(br.malformed(ORIGINAL), "malformed"),
+        *parse_report(br.gmail(br.Original(message_id_for(other, SENDER), other)), "not handed"),
     ])
     rows = pd.concat([ledger(KEY), ledger(other, status="failed")], ignore_index=True)
     matched = match_reports(reports, rows)
@@ -92,7 +92,7 @@ def test_reports_match_by_message_id_and_key_and_the_rest_is_kept_with_a_reason(
 
 def test_a_report_quoting_no_key_is_not_taken_on_its_message_id_alone():
     raw = br.postfix(ORIGINAL).replace(f"X-Dueflow-Key: {KEY}\r\n".encode(), b"")
-    matched = match_reports(reports_frame([parse_report(raw, "r")]), ledger(KEY))
+    matched = match_reports(reports_frame(parse_report(raw, "r")), ledger(KEY))
     assert matched.bounces.empty and matched.kept["reason"].tolist() == [KeptReason.MISMATCHED]
 
 
@@ -101,7 +101,7 @@ def test_a_report_quoting_no_key_is_not_taken_on_its_message_id_alone():
 def test_matching_does_not_depend_on_the_order_of_the_reports(order):
     made = [br.postfix(ORIGINAL), br.exim(ORIGINAL), br.postfix(ORIGINAL, delayed=True),
             br.not_a_bounce(), br.gmail(br.Original("<x@y>", KEY))]
-    reports = reports_frame([parse_report(made[i], str(i)) for i in order])
+    reports = reports_frame([r for i in order for r in parse_report(made[i], str(i))])
     matched = match_reports(reports, ledger(KEY))
     assert sorted(matched.bounces["source"]) == ["0", "1", "2"]
     assert sorted(matched.kept["source"]) == ["3", "4"]
@@ -169,8 +169,8 @@ def test_the_bounce_url_is_checked_and_its_password_never_shown():
 
 def test_a_report_is_dated_by_itself_not_by_when_it_is_read():
     later = br.DEFAULT_DATE + timedelta(days=3)
-    assert parse_report(br.exim(ORIGINAL, when=later), "x").seen_at == later.astimezone(UTC)
-    assert parse_report(br.exim(ORIGINAL), "x").seen_at == datetime(2027, 1, 8, 6, 30, tzinfo=UTC)
+    assert parse_report(br.exim(ORIGINAL, when=later), "x")[0].seen_at == later.astimezone(UTC)
+    assert parse_report(br.exim(ORIGINAL), "x")[0].seen_at == datetime(2027, 1, 8, 6, 30, tzinfo=UTC)
 
 
 def test_every_run_lists_bounced_rows_under_needs_attention_and_the_event_counts_them():
@@ -187,3 +187,14 @@ def test_every_run_lists_bounced_rows_under_needs_attention_and_the_event_counts
     assert f"fix the address, then `dueflow resolve {KEY} --as failed`" in needs
     quiet = summarize(date(2027, 1, 13), False, None, bounced_rows(ledger_rows.iloc[0:0]), {})
     assert quiet.bounced == 0 and not needs_person(quiet) and attention_payload(quiet)["bounced"] == 0
+
+
+def test_an_expired_message_is_hard_whatever_the_class_of_its_last_status():
+    """RFC 3464 §2.3.3: Action says what the MTA did. Exchange returns a message it could not
+    deliver before it expired as `Action: failed`, `Status: 4.4.7`: it gave up. (Postfix's
+    own expiry report: tests/unit/test_postfix_reports.py.)"""
+    (report,) = parse_report(br.exchange(ORIGINAL, expired=True), "expired")
+    assert (report.action, report.kind, report.status_code) == ("failed", BounceKind.HARD, "4.4.7")
+    assert report.diagnostic == "550 4.4.7 QUEUE.Expired; message expired"
+    (delayed,) = parse_report(br.postfix(ORIGINAL, delayed=True), "delayed")
+    assert (delayed.action, delayed.kind) == ("delayed", BounceKind.SOFT)

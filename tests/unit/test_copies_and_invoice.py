@@ -368,9 +368,9 @@ def test_a_bounce_of_a_copy_is_kept_aside_and_never_marks_the_recipients_row():
                         "sending_at": ["2027-01-07 06:00:00+00:00"], "recipient": ["client@example.org"],
                         "cc_recipient": ["Manager@Acme.example"], "bcc_recipient": ["archive@acme.example"]})
     reports = reports_frame([
-        parse_report(br.postfix(br.Original(ids, key, recipient="manager@acme.example")), "cc"),
-        parse_report(br.postfix(br.Original(ids, key, recipient="archive@acme.example")), "bcc"),
-        parse_report(br.postfix(br.Original(ids, key, recipient="client@example.org")), "to"),
+        *parse_report(br.postfix(br.Original(ids, key, recipient="manager@acme.example")), "cc"),
+        *parse_report(br.postfix(br.Original(ids, key, recipient="archive@acme.example")), "bcc"),
+        *parse_report(br.postfix(br.Original(ids, key, recipient="client@example.org")), "to"),
     ])
     matched = match_reports(reports, row)
     assert matched.bounces["source"].tolist() == ["to"]  # only the recipient's bounce marks the row
