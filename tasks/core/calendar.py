@@ -128,10 +128,11 @@ def _public_holidays(country: str, subdiv: str | None, first: int, last: int,
 
 @lru_cache(maxsize=32)
 def _languages_of(country: str) -> tuple[tuple[str, ...], str | None]:
-    """The languages the holidays package names `country`'s holidays in, and its own."""
+    """The languages the holidays package names `country`'s holidays in, and its own: the
+    class's, read without making the holidays (which would guess a language)."""
     import holidays
 
-    entity = holidays.country_holidays(country, years=())
+    entity = getattr(holidays, country)  # what country_holidays itself looks up
     return tuple(entity.supported_languages), entity.default_language
 
 
