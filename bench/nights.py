@@ -203,7 +203,7 @@ class Run:
 
 def timed(argv: list[str], env: dict[str, str]) -> Run:
     """Wall time and peak RSS (the kernel's, of this one process) of a fresh process."""
-    with tempfile.TemporaryFile("w+") as out:
+    with tempfile.TemporaryFile("w+", encoding="utf-8") as out:
         started = time.perf_counter()
         proc = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT)
         _pid, status, usage = os.wait4(proc.pid, 0)
@@ -227,7 +227,7 @@ class PrefectServer:
         self.home = tempfile.mkdtemp(prefix="dueflow-nights-prefect-")
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/api"
-        self.log = open(Path(self.home) / "server.log", "w")  # noqa: SIM115 - closed in stop()
+        self.log = open(Path(self.home) / "server.log", "w", encoding="utf-8")  # noqa: SIM115 - closed in stop()
         env = os.environ | {"PREFECT_HOME": self.home, "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
         self.proc = subprocess.Popen([str(Path(sys.executable).parent / "prefect"), "server", "start",
                                       "--host", "127.0.0.1", "--port", str(self.port)],
@@ -431,7 +431,7 @@ def main(argv: list[str] | None = None) -> int:
     print(text)
     path = Path(args.json)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(results, indent=2))
+    path.write_text(json.dumps(results, indent=2), encoding="utf-8")
     path.with_suffix(".txt").write_text(text + "\n")
     print(f"\nfigures written to {path} and {path.with_suffix('.txt')}")
     return 0

@@ -163,6 +163,9 @@ class Settings:
     # pending, bounced): "failed" (default, red in the UI) or "completed" (green, as before);
     # named "Needs attention" either way (docs/operations.md, "Needs attention").
     attention_state: str = defaults.ATTENTION_STATE
+    # DUEFLOW_OPERATOR_LANGUAGE: the language of what operators read (docs/configuration.md,
+    # "Language"): the names of public holidays in `check` and `forecast`; never the locale's.
+    operator_language: str = defaults.OPERATOR_LANGUAGE
     # Holds, calendar, thresholds, profiles (docs/configuration.md, "Dunning rules").
     business_days: str | None = None  # DUEFLOW_BUSINESS_DAYS: mon-fri
     holidays: str | None = None  # DUEFLOW_HOLIDAYS: ES or ES-MD (the holidays package)
@@ -215,6 +218,7 @@ class Settings:
             bounce_address=(env.get("DUEFLOW_BOUNCE_ADDRESS") or "").strip() or None,
             bounce_block=(env.get("DUEFLOW_BOUNCE_BLOCK") or "").strip() or None,
             attention_state=_attention_state(env),
+            operator_language=_operator_language(env),
             business_days=(env.get("DUEFLOW_BUSINESS_DAYS") or "").strip() or None,
             holidays=(env.get("DUEFLOW_HOLIDAYS") or "").strip() or None,
             closed_days_file=(env.get("DUEFLOW_CLOSED_DAYS_FILE") or "").strip() or None,
@@ -261,7 +265,8 @@ class Settings:
                 text, origin = _setting_text(None, "", "DUEFLOW_CLOSED_DAYS_FILE", self.closed_days_file)
                 closed = parse_closed_days(text, origin)
             country, subdiv = parse_holidays(self.holidays)
-            return BusinessCalendar(parse_business_days(self.business_days), country, subdiv, closed)
+            return BusinessCalendar(parse_business_days(self.business_days), country, subdiv, closed,
+                                    self.operator_language)
         except CalendarError as exc:
             raise ConfigError(str(exc)) from None
 
@@ -529,6 +534,16 @@ def _email_from_env(env: Mapping[str, str]) -> dict[str, Any]:
 
 
 _SCHEMA_NAME = re.compile(r"[^\x00-\x1f\x7f]{1,63}")
+
+
+def _operator_language(env: Mapping[str, str]) -> str:
+    from dueflow.tasks.core.locales import parse_language
+
+    try:
+        return parse_language(env.get("DUEFLOW_OPERATOR_LANGUAGE"), defaults.OPERATOR_LANGUAGE,
+                              "DUEFLOW_OPERATOR_LANGUAGE")
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def _attention_state(env: Mapping[str, str]) -> str:

@@ -685,8 +685,26 @@ def _without_secrets(text: str) -> str:
 _COMMAND: list[bool] = []  # set when `dueflow` runs as a command, not called from Python
 
 
+def utf8_streams() -> None:
+    """The command reads and writes UTF-8 whatever the locale says, as Python's UTF-8 mode
+    does (issue 45): under a Latin-1 locale (de_DE, es_ES without .UTF-8) the first € or —
+    raised UnicodeEncodeError, and the bytes written changed with the locale. A character no
+    encoding can write (a lone surrogate from a row) is written escaped, never a traceback."""
+    import codecs
+    import io
+
+    for stream, errors in ((sys.stdout, "backslashreplace"), (sys.stderr, "backslashreplace"),
+                           (sys.stdin, "surrogateescape")):
+        if not isinstance(stream, io.TextIOWrapper):
+            continue
+        if codecs.lookup(stream.encoding).name != "utf-8" or stream.errors != errors:
+            stream.reconfigure(encoding="utf-8", errors=errors)
+
+
 def main(argv: list[str] | None = None) -> int:
     _COMMAND[:] = [True] if argv is None else []
+    if argv is None:
+        utf8_streams()
     try:
         code = _main(argv)
     except BrokenPipeError:  # `dueflow check --phrasebook | head`: the reader has what it wanted

@@ -51,7 +51,7 @@ def run_lock(engine: Engine, warnings: list[str] | None = None) -> Iterator[bool
     if not database or database == ":memory:":
         yield True  # a private in-memory database cannot be shared by two runs
         return
-    with open(f"{database}.run-lock", "a+") as handle:
+    with open(f"{database}.run-lock", "a+", encoding="utf-8") as handle:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

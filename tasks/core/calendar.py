@@ -6,6 +6,11 @@ Which days an email to a client may go out: the working weekdays (DUEFLOW_BUSINE
 (DUEFLOW_CLOSED_DAYS_FILE, parsed here from its text). Counting is numpy's business-day
 arithmetic (`busday_count`, `is_busday`): vectorised, no loop over rows.
 
+A holiday's name is always asked for in a language chosen here (`holiday_language`): left
+to itself, the holidays package guesses one from the process's locale (LANGUAGE, LC_ALL,
+LC_MESSAGES, LANG) and the interpreter's version, so `dueflow check` on a worker under
+es_ES said "San José" where one under C.UTF-8 said "Saint Joseph's Day" (issue 45).
+
 Pure: the closures file is read by the settings (blocks/settings.py); the holidays
 package computes its dates, it reads nothing.
 """
@@ -13,12 +18,14 @@ package computes its dates, it reads nothing.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date, timedelta
 from functools import lru_cache
 
 import numpy as np
 
+from dueflow.tasks.core.defaults import OPERATOR_LANGUAGE
 from dueflow.tasks.core.frames import pd
 
 WEEKDAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
@@ -42,16 +49,22 @@ class BusinessCalendar:
     country: str | None = None  # holidays: ISO country code
     subdiv: str | None = None  # and region (ES-MD: ES, MD)
     closed: tuple[tuple[date, str], ...] = ()  # the company's closures, with their labels
+    # The language holidays are named in: the operator's (DUEFLOW_OPERATOR_LANGUAGE), who
+    # reads `check` and `forecast`; never the process's locale.
+    language: str = OPERATOR_LANGUAGE
 
     @property
     def active(self) -> bool:
         return self.weekmask != EVERY_DAY or self.country is not None or bool(self.closed)
 
-    def closed_days(self, start: date, end: date) -> dict[date, str]:
-        """The holidays and closures from `start` to `end` (inclusive), with their names."""
+    def closed_days(self, start: date, end: date, language: str | None = None) -> dict[date, str]:
+        """The holidays and closures from `start` to `end` (inclusive), with their names: a
+        holiday's in `language` (a client's locale, where a client reads it), else the
+        calendar's (the operator's)."""
         days: dict[date, str] = {}
         if self.country:
-            for day, name in _public_holidays(self.country, self.subdiv, start.year, end.year):
+            for day, name in _public_holidays(self.country, self.subdiv, start.year, end.year,
+                                              language or self.language):
                 if start <= day <= end:
                     days[day] = f"holiday: {name}"
         for day, label in self.closed:
@@ -66,12 +79,12 @@ class BusinessCalendar:
         return bool(np.is_busday(np.datetime64(day, "D"), weekmask=self.weekmask,
                                  holidays=self._holidays(day, day)))
 
-    def why_closed(self, day: date) -> str | None:
+    def why_closed(self, day: date, language: str | None = None) -> str | None:
         """Why no email goes out on `day` ('Saturday', 'holiday: Epiphany', 'closed: summer'),
-        or None when it is a business day."""
+        or None when it is a business day; a holiday named as `closed_days` names it."""
         if self.weekmask[day.weekday()] == "0":
             return DAY_NAMES[day.weekday()]
-        return self.closed_days(day, day).get(day)
+        return self.closed_days(day, day, language).get(day)
 
     def next_open(self, day: date) -> date:
         """`day` if it is a business day, else the next one."""
@@ -103,11 +116,41 @@ class BusinessCalendar:
 
 
 @lru_cache(maxsize=32)
-def _public_holidays(country: str, subdiv: str | None, first: int, last: int) -> tuple[tuple[date, str], ...]:
+def _public_holidays(country: str, subdiv: str | None, first: int, last: int,
+                     language: str) -> tuple[tuple[date, str], ...]:
     import holidays
 
-    found = holidays.country_holidays(country, subdiv=subdiv, years=range(first, last + 1))
+    named_in = holiday_language(language, *_languages_of(country))
+    found = holidays.country_holidays(country, subdiv=subdiv, years=range(first, last + 1),
+                                      language=named_in)
     return tuple(sorted(found.items()))
+
+
+@lru_cache(maxsize=32)
+def _languages_of(country: str) -> tuple[tuple[str, ...], str | None]:
+    """The languages the holidays package names `country`'s holidays in, and its own: the
+    class's, read without making the holidays (which would guess a language)."""
+    import holidays
+
+    entity = getattr(holidays, country)  # what country_holidays itself looks up
+    return tuple(entity.supported_languages), entity.default_language
+
+
+def holiday_language(wanted: str, supported: Sequence[str], native: str | None) -> str | None:
+    """The language, among those the holidays package has for a country (`supported`, its
+    own `native`), to name its holidays in for a reader of `wanted` ('es', 'en_GB'): that
+    one; else the same language of another country, the country's own first (`en` in Great
+    Britain is en_GB, in Spain en_US); else English; else the country's own. Always one of
+    `supported`, or `native` where the package translates nothing (then the names are fixed):
+    the package reads the process's locale for any other value, `None` included."""
+    base = wanted.partition("_")[0]
+    for choice in (wanted, native, *sorted(supported)):
+        if choice and choice in supported and choice.partition("_")[0] == base:
+            return choice
+    for choice in ("en_US", "en_GB", *sorted(supported)):
+        if choice in supported and choice.partition("_")[0] == "en":
+            return choice
+    return native
 
 
 def parse_business_days(text: str | None, name: str = "DUEFLOW_BUSINESS_DAYS") -> str:

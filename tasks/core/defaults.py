@@ -33,3 +33,6 @@ RETAIN_BODIES_DAYS_LIMIT = 36_500
 # The state type of a run whose emails need a person (DUEFLOW_ATTENTION_STATE).
 ATTENTION_STATES = ("failed", "completed")
 ATTENTION_STATE = "failed"
+# The language of what operators read (DUEFLOW_OPERATOR_LANGUAGE): dueflow's own sentences
+# are English; the names it takes from elsewhere (public holidays) are asked for in this one.
+OPERATOR_LANGUAGE = "en"

@@ -7,6 +7,7 @@ missing template or sentence is refused at start-up (`render.check_templates`,
 
 from __future__ import annotations
 
+import re
 import tomllib
 from dataclasses import dataclass
 from importlib.resources import files
@@ -85,3 +86,27 @@ def words(locale: str) -> Words:
     except KeyError:
         raise ValueError(f"no wording for locale {locale!r};"
                          f" use one of {', '.join(SUPPORTED_LOCALES)}") from None
+
+
+_LANGUAGE = re.compile(r"([A-Za-z]{2,3})(?:[-_]([A-Za-z]{2}|[0-9]{3}))?")
+
+
+def parse_language(text: str | None, default: str, name: str) -> str:
+    """A language setting (`es`, `de`, `en_GB`, `pt-BR`) as CLDR writes it (`pt_BR`), checked
+    against Babel's data: a ValueError line naming the setting and the fix otherwise. Unset
+    is `default`; the process's locale is never read."""
+    raw = (text or "").strip()
+    if not raw:
+        return default
+    from babel import Locale, UnknownLocaleError
+
+    match = _LANGUAGE.fullmatch(raw)
+    code = match and match.group(1).lower() + (f"_{match.group(2).upper()}" if match.group(2) else "")
+    try:
+        if not code:
+            raise ValueError
+        Locale.parse(code)
+    except (ValueError, UnknownLocaleError):
+        raise ValueError(f"{name}={raw[:40]!r} is not a language: write a code such as en, es or de,"
+                         " or one with a country such as en_GB") from None
+    return code

@@ -113,7 +113,7 @@ def test_two_deployments_on_one_worker_send_for_two_companies(prefect_server_pro
     # One worker, with only what every company shares: the mail relay.
     worker_env = env | {"DUEFLOW_MAIL_URL": f"smtp://127.0.0.1:{sink.port}", "DUEFLOW_TIMEZONE": "UTC",
                         "PREFECT_WORKER_QUERY_SECONDS": "1"}
-    log = open(tmp_path / "worker.log", "w")  # noqa: SIM115 - open for the worker's lifetime
+    log = open(tmp_path / "worker.log", "w", encoding="utf-8")  # noqa: SIM115 - open for the worker's lifetime
     worker = subprocess.Popen([str(BIN / "prefect"), "worker", "start", "--pool", "dueflow", "--type",
                                "process"], env=worker_env, cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT)
     try:

@@ -96,7 +96,7 @@ def deployed(prefect_server_process, tmp_path_factory) -> Iterator[Deployed]:
     worker_env = env | {"DUEFLOW_DATABASE_URL": url, "DUEFLOW_MAIL_URL": f"smtp://127.0.0.1:{sink.port}",
                         "DUEFLOW_MAIL_FROM": "alerts@corp.example", "DUEFLOW_TIMEZONE": "UTC",
                         "PREFECT_WORKER_QUERY_SECONDS": "1"}
-    log = open(tmp / "worker.log", "w")  # noqa: SIM115 - open for the worker's lifetime
+    log = open(tmp / "worker.log", "w", encoding="utf-8")  # noqa: SIM115 - open for the worker's lifetime
     worker = subprocess.Popen([str(BIN / "prefect"), "worker", "start", "--pool", "dueflow",
                                "--type", "process"], env=worker_env, cwd=tmp, stdout=log,
                               stderr=subprocess.STDOUT)

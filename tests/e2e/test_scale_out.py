@@ -83,7 +83,8 @@ def assert_delivered_once(sink: SmtpSink, url: str, expected: set[str]) -> None:
 
 
 def _tail(path: Path, lines: int = 40) -> str:
-    return f"--- {path.name} ---\n" + "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    text = path.read_text(encoding="utf-8", errors="replace")
+    return f"--- {path.name} ---\n" + "\n".join(text.splitlines()[-lines:])
 
 
 @pytest.fixture

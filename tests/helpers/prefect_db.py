@@ -22,7 +22,7 @@ def build(shared: Path | str) -> Path:
     made by the first process that asks for it while the others wait on a file lock."""
     shared = Path(shared)
     template = shared / NAME
-    with open(shared / f"{NAME}.lock", "w") as lock:
+    with open(shared / f"{NAME}.lock", "w", encoding="utf-8") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not template.exists():
             building = shared / f"{NAME}.building"

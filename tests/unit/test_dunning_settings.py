@@ -22,7 +22,8 @@ from tests.helpers import hostile
 QUICK = settings(max_examples=examples(40), deadline=None)
 text = st.one_of(hostile.anything(), st.sampled_from([
     "mon-fri", "sun-thu", "mon,wed,fri", "MON - FRI", "mon-", "ES", "ES-MD", "es-md", "ES-XX", "XX",
-    "EUR 5, USD 5, JPY 500", "EUR 5,", "EUR -1", "JPY 0.5", "EUR 5, EUR 6", "EUR 1e3", "eur 5"]))
+    "EUR 5, USD 5, JPY 500", "EUR 5,", "EUR -1", "JPY 0.5", "EUR 5, EUR 6", "EUR 1e3", "eur 5",
+    "es", "en_GB", "pt-BR", "es_ES.UTF-8", "C"]))
 file_text = st.one_of(hostile.anything(), st.sampled_from([
     "2027-12-24 Christmas Eve\n# comment\n2027-08-09..2027-08-20 summer", "2027-02-30",
     "2027-08-20..2027-08-09",
@@ -44,7 +45,7 @@ def one_line_or_read(env: dict[str, str]) -> Settings | None:
 
 @QUICK
 @given(name=st.sampled_from(["DUEFLOW_BUSINESS_DAYS", "DUEFLOW_HOLIDAYS", "DUEFLOW_DUNNING_MINIMUM",
-                             "DUEFLOW_RENEWAL_ON_ANY_DAY"]), value=text)
+                             "DUEFLOW_RENEWAL_ON_ANY_DAY", "DUEFLOW_OPERATOR_LANGUAGE"]), value=text)
 def test_any_text_in_a_calendar_or_minimum_setting_is_read_or_one_line(name, value):
     value = (value or "").replace("\x00", "")  # an environment holds no NUL
     if any("\ud800" <= c <= "\udfff" for c in value):

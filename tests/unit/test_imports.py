@@ -15,7 +15,7 @@ FRAMES = ROOT / "tasks" / "core" / "frames.py"
 def pandas_imports(path: Path) -> list[int]:
     """Lines of `path` that import pandas (or a pandas submodule) directly."""
     lines = []
-    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:

@@ -29,7 +29,7 @@ def test_https_is_verified_against_certifi_or_the_configured_ca_file(tmp_path):
     assert default.cert_store_stats()["x509_ca"] > 0  # certifi's bundle
 
     one_ca = tmp_path / "ca.pem"  # a CA file of one certificate: the first of certifi's
-    bundle = Path(certifi.where()).read_text()
+    bundle = Path(certifi.where()).read_text(encoding="utf-8")
     one_ca.write_text(bundle[: bundle.index("-----END CERTIFICATE-----") + 26])
     with temporary_settings(updates={PREFECT_API_SSL_CERT_FILE: str(one_ca)}):
         own = _tls("https://prefect.internal/api")
