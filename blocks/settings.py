@@ -14,11 +14,12 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from dueflow.blocks.errors import ConfigError
 from dueflow.tasks.core import defaults
 from dueflow.tasks.core.addresses import parse_mailbox
 
 if TYPE_CHECKING:
-    from dueflow.tasks.adapters.mail import MailConfig
+    from dueflow.blocks.endpoints import MailConfig
     from dueflow.tasks.core.calendar import BusinessCalendar
     from dueflow.tasks.core.invoice_pdf import PdfTemplate
     from dueflow.tasks.core.message import Sender
@@ -26,10 +27,6 @@ if TYPE_CHECKING:
     from dueflow.tasks.core.profiles import Profiles
     from dueflow.tasks.core.render import EmailLook
     from dueflow.tasks.core.sources import SourceMapping
-
-
-class ConfigError(ValueError):
-    """A setting is missing or malformed; the message is meant for the operator."""
 
 
 @dataclass(frozen=True)
@@ -308,11 +305,11 @@ class Settings:
             raise ConfigError(str(exc)) from None
 
     def bounce_mailbox(self) -> Any:
-        """DUEFLOW_BOUNCE_URL parsed (tasks.adapters.mailbox.BounceConfig), or None when no
+        """DUEFLOW_BOUNCE_URL parsed (blocks.endpoints.BounceConfig), or None when no
         bounce mailbox is configured; a bad URL is one ConfigError line, its password masked."""
         if not self.bounce_url:
             return None
-        from dueflow.tasks.adapters.mailbox import parse_bounce_url
+        from dueflow.blocks.endpoints import parse_bounce_url
 
         return parse_bounce_url(self.bounce_url)
 
@@ -396,7 +393,7 @@ class Settings:
     def mail_config(self) -> MailConfig:
         """DUEFLOW_MAIL_URL parsed (ConfigError when it is not usable), with the SMTP
         timeouts of these settings."""
-        from dueflow.tasks.adapters.mail import parse_mail_url
+        from dueflow.blocks.endpoints import parse_mail_url
 
         return replace(parse_mail_url(self.mail_url), connect_timeout=self.smtp_connect_timeout,
                        reply_timeout=self.smtp_reply_timeout)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Literal
 from urllib.parse import quote, quote_plus, unquote, urlsplit, urlunsplit
 
-from dueflow.blocks.settings import ConfigError
+from dueflow.blocks.errors import ConfigError
 
 Parser = Literal["sqlalchemy", "urlsplit"]
 # The parser of each URL setting; a setting not named here is read by urlsplit.

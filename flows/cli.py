@@ -13,7 +13,8 @@ from datetime import date
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from dueflow.blocks.settings import ConfigError, Settings, redact_url
+from dueflow.blocks.errors import ConfigError
+from dueflow.blocks.settings import Settings, redact_url
 
 if TYPE_CHECKING:
     from prefect import State
@@ -349,7 +350,7 @@ def cmd_adopt(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
-    from dueflow.tasks.adapters.mail import parse_mail_url
+    from dueflow.blocks.endpoints import parse_mail_url
     from dueflow.tasks.operations import load_sample_data
 
     settings = demo_company(settings)

@@ -17,7 +17,8 @@ from prefect.task_runners import ThreadPoolTaskRunner
 from pydantic import Field, WithJsonSchema
 from pydantic.fields import FieldInfo
 
-from dueflow.blocks.settings import ConfigError, Settings
+from dueflow.blocks.errors import ConfigError
+from dueflow.blocks.settings import Settings
 from dueflow.tasks.core import defaults
 from dueflow.tasks.core import parameters as P
 from dueflow.tasks.core.defaults import DELIVERY_WORKERS

@@ -28,7 +28,8 @@ from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
 
-from dueflow.blocks.settings import ConfigError, Settings, redact_url
+from dueflow.blocks.errors import ConfigError
+from dueflow.blocks.settings import Settings, redact_url
 from dueflow.tasks.core import defaults
 from dueflow.tasks.core.addresses import Mailbox
 from dueflow.tasks.core.decide import due_dunning_steps, due_renewal_alerts

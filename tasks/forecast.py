@@ -20,7 +20,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import date, timedelta
 
-from dueflow.blocks.settings import ConfigError, Settings
+from dueflow.blocks.errors import ConfigError
+from dueflow.blocks.settings import Settings
 from dueflow.tasks.adapters import db
 from dueflow.tasks.core import defaults
 from dueflow.tasks.core.forecast import (

@@ -17,7 +17,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dueflow.blocks.settings import ConfigError, Settings
+from dueflow.blocks.errors import ConfigError
+from dueflow.blocks.settings import Settings
 from dueflow.tasks.core.addresses import Mailbox, is_address
 from dueflow.tasks.core.decide import due_dunning_steps
 from dueflow.tasks.core.invoice_pdf import (
