@@ -1,0 +1,98 @@
+"""The settings' table (blocks/table.py) is the one place a setting is declared: the
+environment, the blocks, `dueflow check`, the URL settings and the secrets are read from its
+rows, every switch by the one on/off parser, and every default is its row's (issue 37)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from dueflow.blocks import table
+from dueflow.blocks.errors import ConfigError
+from dueflow.blocks.parsers import OFF, ON, on_off
+from dueflow.blocks.settings import Settings
+from dueflow.blocks.table import EMAIL, SETTINGS, SettingsTable, carried_by
+from dueflow.tasks.core import defaults
+
+SWITCHES = [row for row in SETTINGS if row.parse is on_off]
+
+
+def test_each_variable_is_one_row_and_each_row_a_setting():
+    variables = [row.variable for row in SETTINGS if row.variable]
+    assert len(variables) == len(set(variables)) > 40
+    assert {f.name for f in dataclasses.fields(Settings)} == {row.field for row in SETTINGS}
+    assert {"DUEFLOW_RUN_LOCK", "DUEFLOW_ALLOW_ANY_AS_OF", "DUEFLOW_RENEWAL_ON_ANY_DAY"} <= {
+        row.variable for row in SWITCHES}
+
+
+def test_an_empty_environment_is_every_row_s_default():
+    read = Settings.from_env({})
+    assert {row.field: getattr(read, row.field) for row in SETTINGS} == {
+        row.field: row.default for row in SETTINGS}
+    assert dataclasses.astuple(read) == dataclasses.astuple(SettingsTable())
+    assert read.llm is None and read.llm_model == defaults.DEFAULT_MODEL
+
+
+@pytest.mark.parametrize("row", SWITCHES, ids=lambda row: row.variable)
+def test_every_switch_reads_the_same_words_and_refuses_any_other_in_one_line(row):
+    for word in ON + tuple(w.upper() for w in ON) + (" on ",):
+        assert getattr(Settings.from_env({row.variable: word}), row.field) is True
+    for word in OFF:
+        assert getattr(Settings.from_env({row.variable: word}), row.field) is False
+    for typo in ("maybe", "of", "enabled", "2", "on\nBcc: x"):
+        with pytest.raises(ConfigError) as refused:
+            Settings.from_env({row.variable: typo})
+        message = str(refused.value)
+        assert message.startswith(f"{row.variable}=") and "\n" not in message
+        assert message.endswith("is not on or off: write one of on, true, yes, 1, off, false, no, 0")
+
+
+def test_dueflow_check_tries_every_variable_of_the_table():
+    from dueflow.tasks.check import check_settings
+
+    for row in SWITCHES:
+        problems, settings = check_settings({row.variable: "maybe"})
+        assert settings is None and [p.item for p in problems] == [f"setting {row.variable}"]
+
+
+def test_the_blocks_carry_the_rows_that_name_them(monkeypatch):
+    """Each block type's fields are its rows; a block loaded gives each of them, and an
+    emails' block field is a row of the table and nothing more."""
+    from pydantic import SecretStr
+
+    from dueflow.blocks import prefect_blocks
+    from dueflow.blocks import settings as settings_module
+
+    for kind in table.BLOCK_TYPES:
+        if not kind.module:
+            block = getattr(prefect_blocks, kind.name)
+            assert set(block.model_fields) == {row.block_field for row in carried_by(kind)}
+            assert block.get_block_type_name() == kind.title
+            for row in carried_by(kind):
+                assert (block.model_fields[row.block_field].annotation in (SecretStr, SecretStr | None)) \
+                    == row.secret
+    assert prefect_blocks.DueflowLLM(api_key=SecretStr("k")).model == defaults.DEFAULT_MODEL
+    given = {"mail_from": "ar@acme.example", "reply_to": "replies@acme.example",
+             "escalation_to": "c@acme.example", "bcc": "archive@acme.example", "company_name": "Acme",
+             "invoice_pdf": "/srv/acme/{number}.pdf", "payment_link": "https://pay.acme.example/{number}",
+             "signature": "Acme AR", "payment_instructions": "IBAN …", "contract_contact": "Procurement",
+             "mail_from_name": "Acme Finance"}
+    monkeypatch.setattr(settings_module, "load_block",
+                        lambda _cls, _name: prefect_blocks.DueflowEmail(**given))
+    loaded = Settings.from_env({"DUEFLOW_EMAIL_BLOCK": "acme", "DUEFLOW_COMPANY_NAME": "Env Co",
+                                "DUEFLOW_TEMPLATES_DIR": "/env/templates"}).with_blocks()
+    assert set(given) < {row.field for row in carried_by(EMAIL)}
+    assert {name: getattr(loaded, name) for name in given} == given
+    assert loaded.templates_dir == "/env/templates"  # a field left empty keeps the variable
+
+
+def test_the_secrets_of_the_settings_are_the_rows_marked_secret():
+    from dueflow.blocks.urls import secrets_of
+
+    env = {"OPENAI_API_KEY": "sk-table-key", "DUEFLOW_DATABASE_URL": "postgresql://u:pa%40ss@db/x",
+           "DUEFLOW_BOUNCE_URL": "imaps://b:imap-pw@mail.example/INBOX", "DUEFLOW_COMPANY_NAME": "Acme"}
+    found = secrets_of(env)
+    assert {"sk-table-key", "pa@ss", "pa%40ss", "imap-pw"} <= set(found) and "Acme" not in found
+    assert set(Settings.from_env(env).secrets()) == set(found)
+    assert "sk-table-key" not in repr(Settings.from_env(env))
