@@ -1,7 +1,9 @@
 """Where mail goes and where bounces are read: the URL settings DUEFLOW_MAIL_URL and
 DUEFLOW_BOUNCE_URL parsed into the configuration the adapters connect with
 (tasks/adapters/mail.py, tasks/adapters/mailbox.py). Parsing is a setting's business: a
-URL that cannot be used is one ConfigError line at start-up, its password never shown."""
+URL that cannot be used is one ConfigError line at start-up, its password never shown.
+Their options that are switches (`?verify=`, `?delete=`) are read by the settings' one
+on/off parser."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from typing import Any, Literal, cast, get_args
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from dueflow.blocks.errors import ConfigError
+from dueflow.blocks.parsers import on_off
 from dueflow.blocks.urls import mask_url, read_url
 from dueflow.tasks.core.defaults import SMTP_CONNECT_TIMEOUT, SMTP_REPLY_TIMEOUT
 
@@ -73,15 +76,8 @@ def parse_mail_url(url: str) -> MailConfig:
         username=unquote(parts.username) if parts.username else None,
         password=unquote(parts.password) if parts.password else None,
         cafile=query["cafile"][0] if "cafile" in query else None,
-        verify=_flag(query.get("verify", ["true"])[0]),
+        verify=on_off(query.get("verify", ["true"])[0], "DUEFLOW_MAIL_URL ?verify"),
     )
-
-
-def _flag(value: str) -> bool:
-    lowered = value.strip().lower()
-    if lowered not in ("true", "false", "1", "0", "yes", "no"):
-        raise ConfigError(f"DUEFLOW_MAIL_URL: verify must be true or false, got {value!r}")
-    return lowered in ("true", "1", "yes")
 
 
 Processed = Literal["flag", "move", "delete"]
@@ -124,10 +120,6 @@ class BounceConfig:
         return context
 
 
-def _yes(value: str) -> bool:
-    return value.strip().lower() in ("1", "yes", "true", "on")
-
-
 def parse_bounce_url(url: str) -> BounceConfig:
     """BounceConfig from `imaps://user:pass@host[:993]/FOLDER`, `imap+starttls://…`,
     `imap://…`, `maildir:///path` or `mbox:///path/file`, with `?move_to=FOLDER`,
@@ -148,7 +140,7 @@ def parse_bounce_url(url: str) -> BounceConfig:
     processed: Processed = "flag"
     if query.get("move_to"):
         processed = "move"
-    if _yes(query.get("delete", "")):
+    if on_off(query.get("delete", "off"), "DUEFLOW_BOUNCE_URL ?delete"):
         if processed == "move":
             raise ConfigError(f"DUEFLOW_BOUNCE_URL={shown!r}: move_to and delete exclude each other")
         processed = "delete"
@@ -170,5 +162,5 @@ def parse_bounce_url(url: str) -> BounceConfig:
     folder = unquote(parts.path.lstrip("/")) or "INBOX"
     return BounceConfig(scheme, parts.hostname, port or (993 if scheme == "imaps" else 143),
                         unquote(parts.username), unquote(parts.password or ""), folder,
-                        cafile=query.get("cafile"), verify=query.get("verify", "true").lower() != "false",
-                        **common)
+                        cafile=query.get("cafile"),
+                        verify=on_off(query.get("verify", "on"), "DUEFLOW_BOUNCE_URL ?verify"), **common)

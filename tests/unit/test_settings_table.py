@@ -48,6 +48,18 @@ def test_every_switch_reads_the_same_words_and_refuses_any_other_in_one_line(row
         assert message.endswith("is not on or off: write one of on, true, yes, 1, off, false, no, 0")
 
 
+def test_a_url_option_that_is_a_switch_is_read_by_the_same_parser():
+    from dueflow.blocks.endpoints import parse_bounce_url, parse_mail_url
+
+    assert parse_mail_url("smtps://relay.example?verify=off").verify is False
+    assert parse_bounce_url("imaps://u:p@mail.example/INBOX?verify=0").verify is False  # was on
+    assert parse_bounce_url("maildir:///m?delete=on").processed == "delete"
+    for url in ("smtps://relay.example?verify=maybe", "maildir:///m?delete=yse",
+                "imaps://u:p@mail.example/INBOX?verify=nope"):
+        with pytest.raises(ConfigError, match="is not on or off"):
+            (parse_mail_url if url.startswith("smtp") else parse_bounce_url)(url)
+
+
 def test_dueflow_check_tries_every_variable_of_the_table():
     from dueflow.tasks.check import check_settings
 
