@@ -108,3 +108,23 @@ def test_the_secrets_of_the_settings_are_the_rows_marked_secret():
     assert {"sk-table-key", "pa@ss", "pa%40ss", "imap-pw"} <= set(found) and "Acme" not in found
     assert set(Settings.from_env(env).secrets()) == set(found)
     assert "sk-table-key" not in repr(Settings.from_env(env))
+
+
+def test_a_parameter_that_is_a_setting_too_has_one_reading():
+    """A switch is on for a run when its variable or the run's parameter is on (the
+    variable on holds for every run); a block's name given as a parameter wins over its
+    variable, and an empty one keeps it. A value of the wrong kind is refused even when the
+    variable would allow the run."""
+    assert [row.parameter for row in SETTINGS if row.parameter] == [
+        "email_block", "renewal_on_any_day", "allow_any_as_of"]
+    off, on = Settings.from_env({}), Settings.from_env({"DUEFLOW_ALLOW_ANY_AS_OF": "on"})
+    allowed = [s.with_parameters(allow_any_as_of=p).allow_any_as_of for s in (off, on) for p in (False, True)]
+    assert allowed == [False, True, True, True]
+    assert off.with_parameters(renewal_on_any_day=True).renewal_on_any_day is True
+    for wrong in ("yes", 1, None):
+        with pytest.raises(ConfigError, match="parameter allow_any_as_of: true or false"):
+            on.with_parameters(allow_any_as_of=wrong)
+    named = Settings.from_env({"DUEFLOW_EMAIL_BLOCK": "env-block"})
+    assert named.with_parameters(email_block=" acme ").email_block == "acme"
+    assert named.with_parameters(email_block="").email_block == "env-block"
+    assert named.with_parameters(email_block=None).email_block == "env-block"
