@@ -417,21 +417,24 @@ def shown_default(row: Setting) -> str:
 
 def docs_table(group: str) -> str:
     """The markdown table of a group of settings, as docs/configuration.md shows it."""
-    lines = ["| variable | meaning | default | block field |", "|---|---|---|---|"]
-    for row in SETTINGS:
-        if row.group == group and row.variable:
-            where = ""
-            if row.block:
-                where = (f"`{row.block.block.name}`" if row.block.block.module
-                         else f"`{row.block.block.name}.{row.block_field}`")
-            lines.append(f"| `{row.variable}` | {row.doc} | {shown_default(row)} | {where} |")
+    rows = [row for row in SETTINGS if row.group == group and row.variable]
+    blocks = any(row.block for row in rows)  # the column "block field", where a block carries one
+    lines = ["| variable | meaning | default |" + (" block field |" if blocks else ""),
+             "|---|---|---|" + ("---|" if blocks else "")]
+    for row in rows:
+        where = ""
+        if row.block:
+            where = (f"`{row.block.block.name}`" if row.block.block.module
+                     else f"`{row.block.block.name}.{row.block_field}`")
+        cells = [f"`{row.variable}`", row.doc, shown_default(row)] + ([where] if blocks else [])
+        lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
 def with_docs_tables(markdown: str) -> str:
     """`markdown` with each generated table (between `<!-- settings: GROUP … -->` and `<!--
     end of settings: GROUP -->`) made anew from the table."""
-    return _GENERATED.sub(lambda m: m.group(1) + docs_table(m.group(2)) + m.group(3), markdown)
+    return _GENERATED.sub(lambda m: m.group(1) + "\n" + docs_table(m.group(2)) + "\n" + m.group(3), markdown)
 
 
 if __name__ == "__main__":  # python -m dueflow.blocks.table: write docs/configuration.md's tables

@@ -5,6 +5,7 @@ rows, every switch by the one on/off parser, and every default is its row's (iss
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import pytest
 
@@ -128,3 +129,31 @@ def test_a_parameter_that_is_a_setting_too_has_one_reading():
     assert named.with_parameters(email_block=" acme ").email_block == "acme"
     assert named.with_parameters(email_block="").email_block == "env-block"
     assert named.with_parameters(email_block=None).email_block == "env-block"
+
+
+def test_the_tables_of_the_configuration_docs_are_made_from_the_table():
+    doc = table.DOCS.read_text(encoding="utf-8")
+    assert re.findall(r"<!-- settings: (\w+) ", doc) == list(table.GROUPS)
+    assert [row.variable for row in SETTINGS if row.variable and not row.group] == []  # each is documented
+    assert table.with_docs_tables(doc) == doc, "docs/configuration.md: run `python -m dueflow.blocks.table`"
+    assert "| `DUEFLOW_LLM_MODEL` | the model | `gpt-4o-mini` |" in doc
+    edited = doc.replace("| `DUEFLOW_LLM_MODEL` | the model |", "| `DUEFLOW_LLM_MODEL` | the model to use |")
+    assert table.with_docs_tables(edited) == doc  # a table edited by hand is made anew
+
+
+# The test suite's own variables (docs/configuration.md, "For the test suite"), not settings.
+TEST_VARIABLES = {"DUEFLOW_TEST_PG_URL", "DUEFLOW_REQUIRE_PG", "DUEFLOW_TEST_DEPTH",
+                  "DUEFLOW_SCREENSHOTS_DIR", "DUEFLOW_PROJECT_DIR"}
+
+
+def test_every_variable_named_anywhere_is_a_row_of_the_table():
+    """A variable named in the docs, the code or the tests that the table does not have is
+    a typo or a setting nobody reads."""
+    root = table.DOCS.parents[1]
+    files = [root / "README.md", *(root / "docs").glob("*.md")]
+    for folder in ("blocks", "flows", "tasks", "deployments", "bench", "tests"):
+        files += (root / folder).rglob("*.py")
+    variable = re.compile(r"\b(?:DUEFLOW|OPENAI)_[A-Z0-9_]*[A-Z0-9]\b")
+    named = {name for path in files for name in variable.findall(path.read_text(encoding="utf-8"))}
+    assert len(files) > 100 and "DUEFLOW_RUN_LOCK" in named
+    assert named - set(table.VARIABLES) - TEST_VARIABLES == set()
