@@ -1,9 +1,9 @@
-"""Where mail goes and where bounces are read: the URL settings DUEFLOW_MAIL_URL and
-DUEFLOW_BOUNCE_URL parsed into the configuration the adapters connect with
-(tasks/adapters/mail.py, tasks/adapters/mailbox.py). Parsing is a setting's business: a
-URL that cannot be used is one ConfigError line at start-up, its password never shown.
-Their options that are switches (`?verify=`, `?delete=`) are read by the settings' one
-on/off parser."""
+"""Where mail goes and where bounces are read: the URL settings DUEFLOW_MAIL_URL (or the
+prefect-email block that stands for it) and DUEFLOW_BOUNCE_URL parsed into the
+configuration the adapters connect with (tasks/adapters/mail.py, tasks/adapters/mailbox.py).
+Parsing is a setting's business: a URL that cannot be used is one ConfigError line at
+start-up, its password never shown. Their options that are switches (`?verify=`,
+`?delete=`) are read by the settings' one on/off parser."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import ssl
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, cast, get_args
-from urllib.parse import parse_qs, unquote, urlsplit
+from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 from dueflow.blocks.errors import ConfigError
 from dueflow.blocks.parsers import on_off
@@ -78,6 +78,29 @@ def parse_mail_url(url: str) -> MailConfig:
         cafile=query["cafile"][0] if "cafile" in query else None,
         verify=on_off(query.get("verify", ["true"])[0], "DUEFLOW_MAIL_URL ?verify"),
     )
+
+
+def mail_url_from_credentials(credentials: Any) -> str:
+    """A DUEFLOW_MAIL_URL equivalent of prefect-email's EmailServerCredentials: the server
+    by name or by `SMTPServer` member (its host), `SMTPType` as the scheme and default
+    port, and `verify=False` carried as `?verify=false`."""
+    smtp_type = credentials.smtp_type
+    smtp_type = getattr(smtp_type, "name", str(smtp_type)).upper()
+    schemes = {"SSL": ("smtps", 465), "STARTTLS": ("smtp+starttls", 587), "INSECURE": ("smtp", 25)}
+    if smtp_type not in schemes:
+        raise ConfigError(f"mail block: unknown smtp_type {smtp_type!r} (SSL, STARTTLS or INSECURE)")
+    scheme, default_port = schemes[smtp_type]
+    server = credentials.smtp_server
+    host = str(getattr(server, "value", server)).strip()  # an SMTPServer member is its host
+    if not host:
+        raise ConfigError("mail block: smtp_server is empty")
+    auth = ""
+    if credentials.username:
+        password = credentials.password.get_secret_value() if credentials.password else ""
+        auth = f"{quote(credentials.username, safe='')}:{quote(password, safe='')}@"
+    port = credentials.smtp_port or default_port
+    verify = "" if getattr(credentials, "verify", True) else "?verify=false"
+    return f"{scheme}://{auth}{host}:{port}{verify}"
 
 
 Processed = Literal["flag", "move", "delete"]

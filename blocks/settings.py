@@ -12,7 +12,6 @@ from datetime import date, datetime
 from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from dueflow.blocks.errors import ConfigError
@@ -38,6 +37,7 @@ if TYPE_CHECKING:
     from dueflow.tasks.core.profiles import Profiles
     from dueflow.tasks.core.render import EmailLook
     from dueflow.tasks.core.sources import SourceMapping
+
 
 @dataclass(frozen=True)
 class LLMConfig:
@@ -74,7 +74,6 @@ def _setting_text(block_text: str | None, block_origin: str, setting: str,
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{setting}={path!r} cannot be read:"
                           f" {getattr(exc, 'strerror', None) or exc}") from None
-
 
 
 @dataclass(frozen=True)
@@ -363,6 +362,8 @@ def _carried(block: Any, kind: BlockType) -> dict[str, Any]:
     for row in carried_by(kind):
         value: Any = getattr(block, row.block_field, None)
         if kind is MAIL_SERVER:  # prefect-email's block: its server and login as one URL
+            from dueflow.blocks.endpoints import mail_url_from_credentials
+
             value = mail_url_from_credentials(block)
         elif hasattr(value, "get_secret_value"):
             value = value.get_secret_value()
@@ -382,29 +383,6 @@ def load_block(block_class: Any, name: str) -> Any:
         return block_class.load(name)
     except ValueError as exc:
         raise ConfigError(f"cannot load {block_class.__name__} block {name!r}: {exc}") from None
-
-
-def mail_url_from_credentials(credentials: Any) -> str:
-    """A DUEFLOW_MAIL_URL equivalent of prefect-email's EmailServerCredentials: the server
-    by name or by `SMTPServer` member (its host), `SMTPType` as the scheme and default
-    port, and `verify=False` carried as `?verify=false`."""
-    smtp_type = credentials.smtp_type
-    smtp_type = getattr(smtp_type, "name", str(smtp_type)).upper()
-    schemes = {"SSL": ("smtps", 465), "STARTTLS": ("smtp+starttls", 587), "INSECURE": ("smtp", 25)}
-    if smtp_type not in schemes:
-        raise ConfigError(f"mail block: unknown smtp_type {smtp_type!r} (SSL, STARTTLS or INSECURE)")
-    scheme, default_port = schemes[smtp_type]
-    server = credentials.smtp_server
-    host = str(getattr(server, "value", server)).strip()  # an SMTPServer member is its host
-    if not host:
-        raise ConfigError("mail block: smtp_server is empty")
-    auth = ""
-    if credentials.username:
-        password = credentials.password.get_secret_value() if credentials.password else ""
-        auth = f"{quote(credentials.username, safe='')}:{quote(password, safe='')}@"
-    port = credentials.smtp_port or default_port
-    verify = "" if getattr(credentials, "verify", True) else "?verify=false"
-    return f"{scheme}://{auth}{host}:{port}{verify}"
 
 
 def redact_url(url: str) -> str:

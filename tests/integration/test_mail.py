@@ -7,9 +7,8 @@ import pytest
 from prefect_email import EmailServerCredentials
 from prefect_email.credentials import SMTPServer, SMTPType
 
-from dueflow.blocks.endpoints import parse_mail_url
+from dueflow.blocks.endpoints import mail_url_from_credentials, parse_mail_url
 from dueflow.blocks.errors import ConfigError
-from dueflow.blocks.settings import mail_url_from_credentials
 from dueflow.tasks.adapters.mail import open_transport
 from dueflow.tasks.core.addresses import parse_mailbox
 from dueflow.tasks.core.message import OutgoingEmail
