@@ -19,6 +19,7 @@ from dueflow.blocks.parsers import on_off
 from dueflow.blocks.table import (
     BLOCK_TYPES,
     MAIL_SERVER,
+    PARAMETERS,
     SETTINGS,
     BlockType,
     SettingsTable,
@@ -122,7 +123,7 @@ class Settings(SettingsTable):
 
         changes: dict[str, Any] = {}
         for name, value in parameters.items():
-            row = next(row for row in SETTINGS if row.parameter == name)
+            row = PARAMETERS[name]
             try:
                 if row.parse is on_off:
                     changes[row.field] = flag_of(name, value) or getattr(self, row.field)

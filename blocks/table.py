@@ -385,6 +385,7 @@ SETTINGS: tuple[Setting, ...] = tuple(replace(f.metadata[_ROW], field=f.name) fo
 ROW = {row.field: row for row in SETTINGS}  # by Settings attribute
 VARIABLES = tuple(row.variable for row in SETTINGS if row.variable)  # every variable, in the table's order
 URL_SETTINGS: dict[str, UrlParser] = {row.variable: row.url for row in SETTINGS if row.variable and row.url}
+PARAMETERS = {row.parameter: row for row in SETTINGS if row.parameter}  # by the flow's parameter
 GROUPS = tuple(dict.fromkeys(row.group for row in SETTINGS if row.group))
 
 

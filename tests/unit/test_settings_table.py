@@ -116,8 +116,7 @@ def test_a_parameter_that_is_a_setting_too_has_one_reading():
     variable on holds for every run); a block's name given as a parameter wins over its
     variable, and an empty one keeps it. A value of the wrong kind is refused even when the
     variable would allow the run."""
-    assert [row.parameter for row in SETTINGS if row.parameter] == [
-        "email_block", "renewal_on_any_day", "allow_any_as_of"]
+    assert list(table.PARAMETERS) == ["email_block", "renewal_on_any_day", "allow_any_as_of"]
     off, on = Settings.from_env({}), Settings.from_env({"DUEFLOW_ALLOW_ANY_AS_OF": "on"})
     allowed = [s.with_parameters(allow_any_as_of=p).allow_any_as_of for s in (off, on) for p in (False, True)]
     assert allowed == [False, True, True, True]
