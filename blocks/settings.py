@@ -1,24 +1,36 @@
-"""Settings: every environment variable dueflow reads (the public contract in docs/design.md),
-and the Prefect blocks that override them — read here and nowhere else."""
+"""Settings: the settings' table (blocks/table.py) read from the environment — here and
+nowhere else — with the Prefect blocks that override it and a run's parameters that are
+settings too; and each setting's checked view (the sender, the calendar, the profiles…).
+The public contract of the variables is docs/design.md; their list, docs/configuration.md."""
 
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import date, datetime
 from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from dueflow.blocks.errors import ConfigError
+from dueflow.blocks.parsers import on_off
+from dueflow.blocks.table import (
+    BLOCK_TYPES,
+    MAIL_SERVER,
+    PARAMETERS,
+    SETTINGS,
+    BlockType,
+    SettingsTable,
+    carried_by,
+    naming,
+)
 from dueflow.tasks.core import defaults
 from dueflow.tasks.core.addresses import parse_mailbox
 
 if TYPE_CHECKING:
-    from dueflow.tasks.adapters.mail import MailConfig
+    from dueflow.blocks.endpoints import BounceConfig, MailConfig
     from dueflow.tasks.core.calendar import BusinessCalendar
     from dueflow.tasks.core.invoice_pdf import PdfTemplate
     from dueflow.tasks.core.message import Sender
@@ -26,10 +38,6 @@ if TYPE_CHECKING:
     from dueflow.tasks.core.profiles import Profiles
     from dueflow.tasks.core.render import EmailLook
     from dueflow.tasks.core.sources import SourceMapping
-
-
-class ConfigError(ValueError):
-    """A setting is missing or malformed; the message is meant for the operator."""
 
 
 @dataclass(frozen=True)
@@ -56,43 +64,6 @@ class LLMConfig:
             raise ValueError("LLMConfig needs max_consecutive_failures >= 1")
 
 
-def _seconds(env: Mapping[str, str], name: str, default: float) -> float:
-    raw = (env.get(name) or "").strip()
-    try:
-        value = float(raw) if raw else default
-    except ValueError:
-        raise ConfigError(f"{name}={raw!r} is not a number of seconds") from None
-    if value <= 0:
-        raise ConfigError(f"{name}={raw!r} must be a positive number of seconds")
-    return value
-
-
-def _switch(env: Mapping[str, str], name: str) -> bool:
-    raw = (env.get(name) or "off").strip().lower()
-    if raw not in ("on", "off", "true", "false", "1", "0", "yes", "no"):
-        raise ConfigError(f"{name}={raw[:40]!r} must be on or off")
-    return raw in ("on", "true", "1", "yes")
-
-
-def _count(env: Mapping[str, str], name: str, default: int, low: int = 1, high: int = 1000) -> int:
-    raw = (env.get(name) or "").strip()
-    if not raw:
-        return default
-    if not re.fullmatch(r"[0-9]+", raw) or not low <= int(raw) <= high:
-        raise ConfigError(f"{name}={raw[:40]!r} must be a whole number from {low} to {high}")
-    return int(raw)
-
-
-def _llm_from_env(env: Mapping[str, str]) -> LLMConfig | None:
-    """OPENAI_API_KEY, OPENAI_BASE_URL, DUEFLOW_LLM_MODEL; None (LLM off) without a key."""
-    api_key = (env.get("OPENAI_API_KEY") or "").strip()
-    if not api_key:
-        return None
-    return LLMConfig(api_key=api_key,
-                     model=(env.get("DUEFLOW_LLM_MODEL") or "").strip() or defaults.DEFAULT_MODEL,
-                     base_url=(env.get("OPENAI_BASE_URL") or "").strip() or None)
-
-
 def _setting_text(block_text: str | None, block_origin: str, setting: str,
                   path: str | None) -> tuple[str, str]:
     """The text of a configuration file setting (a block's text, once loaded, wins) and the
@@ -107,144 +78,86 @@ def _setting_text(block_text: str | None, block_origin: str, setting: str,
 
 
 @dataclass(frozen=True)
-class Settings:
-    database_url: str = field(default=defaults.DATABASE_URL, repr=False)  # may hold a password
-    mail_url: str = field(default=defaults.MAIL_URL, repr=False)
-    mail_from: str = defaults.MAIL_FROM
-    escalation_to: str | None = None
-    timezone: str = defaults.TIMEZONE
-    run_lock: bool = True  # DUEFLOW_RUN_LOCK=off disables the database run lock (G5)
-    db_lock_timeout: float = defaults.DB_LOCK_TIMEOUT  # DUEFLOW_DB_LOCK_TIMEOUT
-    # A dead or hostile mail server (docs/configuration.md, "Mail server limits").
-    smtp_connect_timeout: float = defaults.SMTP_CONNECT_TIMEOUT  # DUEFLOW_SMTP_CONNECT_TIMEOUT
-    smtp_reply_timeout: float = defaults.SMTP_REPLY_TIMEOUT  # DUEFLOW_SMTP_REPLY_TIMEOUT
-    smtp_max_failures: int = defaults.SMTP_MAX_CONNECTION_FAILURES  # DUEFLOW_SMTP_MAX_FAILURES
-    # DUEFLOW_ALLOW_ANY_AS_OF=on: every run may take any as_of (docs/parameters.md)
-    allow_any_as_of: bool = False
-    llm: LLMConfig | None = field(default=None, repr=False)
-    # DUEFLOW_SCHEDULE_CRON, DUEFLOW_SCHEDULE_TIMEZONE: deployments/serve.py's schedule, when
-    # set; otherwise prefect.yaml's (0 6 * * *, Europe/Madrid)
-    schedule_cron: str | None = None
-    schedule_timezone: str | None = None
-    # Names of Prefect blocks that override the variables above (applied by `with_blocks`).
-    database_block: str | None = None
-    mail_block: str | None = None
-    llm_block: str | None = None
-    # The emails' look and words (docs/emails.md); DUEFLOW_EMAIL_BLOCK names a
-    # DueflowEmail block that overrides them.
-    mail_from_name: str | None = None  # DUEFLOW_MAIL_FROM_NAME: the From name, over MAIL_FROM's
-    reply_to: str | None = None  # DUEFLOW_REPLY_TO: where replies go
-    company_name: str = ""  # DUEFLOW_COMPANY_NAME
-    signature: str = ""  # DUEFLOW_SIGNATURE (\n starts a new line)
-    payment_instructions: str = ""  # DUEFLOW_PAYMENT_INSTRUCTIONS (\n starts a new line)
-    payment_link: str = ""  # DUEFLOW_PAYMENT_LINK: https://…/{number}
-    contract_contact: str = ""  # DUEFLOW_CONTRACT_CONTACT: who to ask about a contract
-    templates_dir: str | None = None  # DUEFLOW_TEMPLATES_DIR: templates that override ours
-    # Copies and the invoice itself (docs/emails.md, "Copies", "The invoice").
-    bcc: str | None = None  # DUEFLOW_BCC: the archive, a recipient of every email's envelope only
-    invoice_pdf: str | None = None  # DUEFLOW_INVOICE_PDF: /srv/invoices/{number}.pdf
-    invoice_pdf_max_bytes: int = defaults.INVOICE_PDF_MAX_BYTES  # DUEFLOW_INVOICE_PDF_MAX_BYTES
-    email_block: str | None = None
-    # DUEFLOW_RETAIN_BODIES_DAYS: settled rows' bodies and addresses are pruned after this
-    # many days by the nightly run (docs/operations.md, "Retention"); None keeps them.
-    retain_bodies_days: int | None = None
-    # Where the company's own relations are, and dueflow's own tables (docs/your-data.md).
-    source_schema: str | None = None  # DUEFLOW_SOURCE_SCHEMA
-    ledger_schema: str | None = None  # DUEFLOW_LEDGER_SCHEMA
-    sources_file: str | None = None  # DUEFLOW_SOURCES_FILE: the mapping (TOML)
-    sources_block: str | None = None  # DUEFLOW_SOURCES_BLOCK: a DueflowSources block holding it
-    sources_text: str | None = field(default=None, repr=False)  # the block's mapping, once loaded
-    # Bounce intake (docs/bounces.md): the mailbox bounces arrive at, and the envelope
-    # sender (MAIL FROM) that sends them there; DUEFLOW_BOUNCE_BLOCK overrides both.
-    bounce_url: str | None = field(default=None, repr=False)  # DUEFLOW_BOUNCE_URL: may hold a password
-    bounce_address: str | None = None  # DUEFLOW_BOUNCE_ADDRESS
-    bounce_block: str | None = None
-    # DUEFLOW_ATTENTION_STATE: the state type of a run whose emails need a person (failed,
-    # pending, bounced): "failed" (default, red in the UI) or "completed" (green, as before);
-    # named "Needs attention" either way (docs/operations.md, "Needs attention").
-    attention_state: str = defaults.ATTENTION_STATE
-    # DUEFLOW_OPERATOR_LANGUAGE: the language of what operators read (docs/configuration.md,
-    # "Language"): the names of public holidays in `check` and `forecast`; never the locale's.
-    operator_language: str = defaults.OPERATOR_LANGUAGE
-    # Holds, calendar, thresholds, profiles (docs/configuration.md, "Dunning rules").
-    business_days: str | None = None  # DUEFLOW_BUSINESS_DAYS: mon-fri
-    holidays: str | None = None  # DUEFLOW_HOLIDAYS: ES or ES-MD (the holidays package)
-    closed_days_file: str | None = None  # DUEFLOW_CLOSED_DAYS_FILE: the company's closures
-    renewal_on_any_day: bool = False  # DUEFLOW_RENEWAL_ON_ANY_DAY=on: renewal alerts ignore the calendar
-    dunning_minimum: str | None = None  # DUEFLOW_DUNNING_MINIMUM: EUR 5, USD 5, JPY 500
-    profiles_file: str | None = None  # DUEFLOW_PROFILES_FILE: named dunning profiles (TOML)
-    profiles_block: str | None = None  # DUEFLOW_PROFILES_BLOCK: a DueflowProfiles block holding them
-    profiles_text: str | None = field(default=None, repr=False)  # the block's profiles, once loaded
-    # The reminders' reviewed sentences (docs/llm.md, "Your own phrasebook"): a company's own, over dueflow's.
-    phrasebook_file: str | None = None  # DUEFLOW_PHRASEBOOK_FILE (TOML)
-    phrasebook_block: str | None = None  # DUEFLOW_PHRASEBOOK_BLOCK: a DueflowPhrasebook block holding it
-    phrasebook_text: str | None = field(default=None, repr=False)  # the block's phrasebook, once loaded
+class Settings(SettingsTable):
+    """The settings of a process — or of a run, with its parameters and blocks — checked."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
         """The settings of this process's environment, checked: a bad value is one
         ConfigError naming the variable, before anything is written."""
         env = os.environ if env is None else env
-        settings = cls(
-            database_url=env.get("DUEFLOW_DATABASE_URL") or defaults.DATABASE_URL,
-            mail_url=env.get("DUEFLOW_MAIL_URL") or defaults.MAIL_URL,
-            mail_from=env.get("DUEFLOW_MAIL_FROM") or defaults.MAIL_FROM,
-            escalation_to=env.get("DUEFLOW_ESCALATION_TO") or None,
-            timezone=env.get("DUEFLOW_TIMEZONE") or defaults.TIMEZONE,
-            run_lock=(env.get("DUEFLOW_RUN_LOCK") or "on").strip().lower()
-            not in ("off", "0", "false", "no"),
-            db_lock_timeout=_seconds(env, "DUEFLOW_DB_LOCK_TIMEOUT", defaults.DB_LOCK_TIMEOUT),
-            smtp_connect_timeout=_seconds(env, "DUEFLOW_SMTP_CONNECT_TIMEOUT", defaults.SMTP_CONNECT_TIMEOUT),
-            smtp_reply_timeout=_seconds(env, "DUEFLOW_SMTP_REPLY_TIMEOUT", defaults.SMTP_REPLY_TIMEOUT),
-            smtp_max_failures=_count(env, "DUEFLOW_SMTP_MAX_FAILURES", defaults.SMTP_MAX_CONNECTION_FAILURES),
-            allow_any_as_of=(env.get("DUEFLOW_ALLOW_ANY_AS_OF") or "off").strip().lower()
-            in ("on", "1", "true", "yes"),
-            llm=_llm_from_env(env),
-            schedule_cron=env.get("DUEFLOW_SCHEDULE_CRON") or None,
-            schedule_timezone=env.get("DUEFLOW_SCHEDULE_TIMEZONE") or None,
-            database_block=(env.get("DUEFLOW_DATABASE_BLOCK") or "").strip() or None,
-            mail_block=(env.get("DUEFLOW_MAIL_BLOCK") or "").strip() or None,
-            llm_block=(env.get("DUEFLOW_LLM_BLOCK") or "").strip() or None,
-            **_email_from_env(env),
-            invoice_pdf_max_bytes=_count(env, "DUEFLOW_INVOICE_PDF_MAX_BYTES", defaults.INVOICE_PDF_MAX_BYTES,
-                                         high=defaults.INVOICE_PDF_MAX_BYTES_LIMIT),
-            retain_bodies_days=_count(env, "DUEFLOW_RETAIN_BODIES_DAYS", 0,
-                                      high=defaults.RETAIN_BODIES_DAYS_LIMIT) or None,
-            source_schema=_schema_name(env, "DUEFLOW_SOURCE_SCHEMA"),
-            ledger_schema=_schema_name(env, "DUEFLOW_LEDGER_SCHEMA"),
-            sources_file=(env.get("DUEFLOW_SOURCES_FILE") or "").strip() or None,
-            sources_block=(env.get("DUEFLOW_SOURCES_BLOCK") or "").strip() or None,
-            bounce_url=(env.get("DUEFLOW_BOUNCE_URL") or "").strip() or None,
-            bounce_address=(env.get("DUEFLOW_BOUNCE_ADDRESS") or "").strip() or None,
-            bounce_block=(env.get("DUEFLOW_BOUNCE_BLOCK") or "").strip() or None,
-            attention_state=_attention_state(env),
-            operator_language=_operator_language(env),
-            business_days=(env.get("DUEFLOW_BUSINESS_DAYS") or "").strip() or None,
-            holidays=(env.get("DUEFLOW_HOLIDAYS") or "").strip() or None,
-            closed_days_file=(env.get("DUEFLOW_CLOSED_DAYS_FILE") or "").strip() or None,
-            renewal_on_any_day=_switch(env, "DUEFLOW_RENEWAL_ON_ANY_DAY"),
-            dunning_minimum=(env.get("DUEFLOW_DUNNING_MINIMUM") or "").strip() or None,
-            profiles_file=(env.get("DUEFLOW_PROFILES_FILE") or "").strip() or None,
-            profiles_block=(env.get("DUEFLOW_PROFILES_BLOCK") or "").strip() or None,
-            phrasebook_file=(env.get("DUEFLOW_PHRASEBOOK_FILE") or "").strip() or None,
-            phrasebook_block=(env.get("DUEFLOW_PHRASEBOOK_BLOCK") or "").strip() or None,
-        )
+        values = {}
+        for row in SETTINGS:  # an empty or unset variable is its row's default
+            if row.variable and (text := (env.get(row.variable) or "").strip()):
+                values[row.field] = row.parse(text, row.variable)
+        return cls(**values).checked()
+
+    def checked(self) -> Settings:
+        """These settings, each tried the way a run uses it: one ConfigError line for the
+        first that cannot be used (fail early, before anything is read or written)."""
         from dueflow.blocks.urls import read_url
 
-        read_url(settings.database_url, "DUEFLOW_DATABASE_URL")  # one line, the URL not shown
-        read_url(settings.mail_url, "DUEFLOW_MAIL_URL")
-        settings.zone()  # fail early on a bad time zone and bad addresses
-        settings.sender()
-        settings.escalation_address()
-        settings.email_look()
-        settings.invoice_pdf_template()
-        settings.source_mapping()
-        settings.bounce_mailbox()
-        settings.calendar()
-        settings.minimums()
-        settings.profiles()
-        settings.phrasebook()
-        return settings
+        for row in SETTINGS:
+            if row.url and row.variable and (url := getattr(self, row.field)):
+                read_url(url, row.variable)  # one line, the URL not shown
+        self.zone()
+        self.sender()
+        self.escalation_address()
+        self.email_look()
+        self.invoice_pdf_template()
+        self.source_mapping()
+        self.bounce_mailbox()
+        self.calendar()
+        self.minimums()
+        self.profiles()
+        self.phrasebook()
+        return self
+
+    def with_parameters(self, **parameters: object) -> Settings:
+        """These settings with a run's parameters that are settings too (the table's
+        `parameter`), one reading for each: an on/off parameter switches its setting on for
+        the run and never off (the variable switched on holds for every run: either on is
+        on); a block's name, when given, wins over its variable (`email_block`). A value
+        of the wrong kind is one ConfigError line."""
+        from dueflow.tasks.core.parameters import ParameterError, block_name, flag_of
+
+        changes: dict[str, Any] = {}
+        for name, value in parameters.items():
+            row = PARAMETERS[name]
+            try:
+                if row.parse is on_off:
+                    changes[row.field] = flag_of(name, value) or getattr(self, row.field)
+                elif value is not None and str(value).strip():  # names a block: empty keeps the variable
+                    changes[row.field] = block_name(value, name)
+            except ParameterError as exc:
+                raise ConfigError(str(exc)) from None
+        return replace(self, **changes)
+
+    def with_blocks(self) -> Settings:
+        """These settings with the blocks they name applied, in the order of BLOCK_TYPES (a
+        block may name the next), then checked: a field of a block wins over its variable,
+        an empty one keeps it unless the block type replaces all it carries. Needs the
+        Prefect API, so it runs inside the flow."""
+        settings = self
+        for kind in BLOCK_TYPES:
+            name = getattr(settings, naming(kind).field)
+            if name:
+                settings = replace(settings, **_carried(load_block(block_class(kind), name), kind))
+        return settings.checked()
+
+    @property
+    def llm(self) -> LLMConfig | None:
+        """The model, or None (drafting off) without an API key."""
+        if not self.llm_api_key:
+            return None
+        return LLMConfig(api_key=self.llm_api_key, model=self.llm_model, base_url=self.llm_base_url)
+
+    def secrets(self) -> list[str]:
+        """Every secret these settings hold, in each form it may be written: to scrub them
+        from any text."""
+        from dueflow.blocks.urls import secrets_of
+
+        return secrets_of({row.variable: getattr(self, row.field) for row in SETTINGS if row.variable})
 
     def calendar(self) -> BusinessCalendar | None:
         """DUEFLOW_BUSINESS_DAYS, DUEFLOW_HOLIDAYS and DUEFLOW_CLOSED_DAYS_FILE as one
@@ -312,12 +225,12 @@ class Settings:
         except PhrasebookError as exc:
             raise ConfigError(str(exc)) from None
 
-    def bounce_mailbox(self) -> Any:
-        """DUEFLOW_BOUNCE_URL parsed (tasks.adapters.mailbox.BounceConfig), or None when no
-        bounce mailbox is configured; a bad URL is one ConfigError line, its password masked."""
+    def bounce_mailbox(self) -> BounceConfig | None:
+        """DUEFLOW_BOUNCE_URL parsed, or None when no bounce mailbox is configured; a bad URL
+        is one ConfigError line, its password masked."""
         if not self.bounce_url:
             return None
-        from dueflow.tasks.adapters.mailbox import parse_bounce_url
+        from dueflow.blocks.endpoints import parse_bounce_url
 
         return parse_bounce_url(self.bounce_url)
 
@@ -336,72 +249,10 @@ class Settings:
         except MappingError as exc:
             raise ConfigError(str(exc)) from None
 
-    def with_blocks(self) -> Settings:
-        """These settings with the blocks they name applied (blocks win). Needs the
-        Prefect API, so it runs inside the flow."""
-        settings = self
-        if self.database_block:
-            from dueflow.blocks.prefect_blocks import DueflowDatabase
-
-            block = load_block(DueflowDatabase, self.database_block)
-            settings = replace(settings, database_url=block.url.get_secret_value())
-        if self.mail_block:
-            from prefect_email import EmailServerCredentials
-
-            settings = replace(settings, mail_url=mail_url_from_credentials(
-                load_block(EmailServerCredentials, self.mail_block)))
-        if self.llm_block:
-            from dueflow.blocks.prefect_blocks import DueflowLLM
-
-            block = load_block(DueflowLLM, self.llm_block)
-            settings = replace(settings, llm=LLMConfig(api_key=block.api_key.get_secret_value(),
-                                                       model=block.model, base_url=block.base_url))
-        if self.sources_block:
-            from dueflow.blocks.prefect_blocks import DueflowSources
-
-            block = load_block(DueflowSources, self.sources_block)
-            settings = replace(settings, sources_text=block.mapping)
-            settings.source_mapping()
-        if self.bounce_block:
-            from dueflow.blocks.prefect_blocks import DueflowBounceMailbox
-
-            block = load_block(DueflowBounceMailbox, self.bounce_block)
-            settings = replace(settings, bounce_url=block.url.get_secret_value(),
-                               bounce_address=block.address or settings.bounce_address)
-            settings.bounce_mailbox()
-            settings.sender()
-        if self.email_block:
-            from dueflow.blocks.prefect_blocks import DueflowEmail
-
-            block = load_block(DueflowEmail, self.email_block)
-            settings = replace(settings, **{name: value for name in EMAIL_FIELDS
-                                            if (value := getattr(block, name, None)) not in (None, "")})
-            if getattr(block, "profiles_file", None) and not getattr(block, "profiles_block", None):
-                settings = replace(settings, profiles_block=None, profiles_text=None)  # this company's file
-            if getattr(block, "phrasebook_file", None) and not getattr(block, "phrasebook_block", None):
-                settings = replace(settings, phrasebook_block=None, phrasebook_text=None)
-            settings.sender()
-            settings.escalation_address()
-            settings.email_look()
-            settings.invoice_pdf_template()
-        if settings.profiles_block and settings.profiles_text is None:
-            from dueflow.blocks.prefect_blocks import DueflowProfiles
-
-            block = load_block(DueflowProfiles, settings.profiles_block)
-            settings = replace(settings, profiles_text=block.profiles)
-        settings.profiles()
-        if settings.phrasebook_block and settings.phrasebook_text is None:
-            from dueflow.blocks.prefect_blocks import DueflowPhrasebook
-
-            block = load_block(DueflowPhrasebook, settings.phrasebook_block)
-            settings = replace(settings, phrasebook_text=block.phrasebook)
-        settings.phrasebook()
-        return settings
-
     def mail_config(self) -> MailConfig:
         """DUEFLOW_MAIL_URL parsed (ConfigError when it is not usable), with the SMTP
         timeouts of these settings."""
-        from dueflow.tasks.adapters.mail import parse_mail_url
+        from dueflow.blocks.endpoints import parse_mail_url
 
         return replace(parse_mail_url(self.mail_url), connect_timeout=self.smtp_connect_timeout,
                        reply_timeout=self.smtp_reply_timeout)
@@ -500,70 +351,33 @@ class Settings:
         return datetime.now(self.zone()).date()
 
 
-# What a DueflowEmail block may set (docs/configuration.md): everything that makes one
-# company's emails its own, so that deployments sending for two companies differ only in
-# the block they name (the flow's `email_block` parameter).
-EMAIL_FIELDS = ("mail_from", "mail_from_name", "reply_to", "company_name", "signature",
-                "payment_instructions", "payment_link", "contract_contact", "templates_dir",
-                "escalation_to", "bcc", "invoice_pdf", "profiles_file", "profiles_block", "phrasebook_file",
-                "phrasebook_block")
+def block_class(kind: BlockType) -> Any:
+    """The class of a block type: blocks/prefect_blocks.py's, or another package's."""
+    import importlib
+
+    return getattr(importlib.import_module(kind.module or "dueflow.blocks.prefect_blocks"), kind.name)
 
 
-def _multiline(value: str | None) -> str:
-    """A setting that may span lines: real line breaks, or `\\n` written in one line."""
-    return (value or "").replace("\\n", "\n").strip()
+def _carried(block: Any, kind: BlockType) -> dict[str, Any]:
+    """The settings a loaded block gives, by Settings attribute."""
+    changes: dict[str, Any] = {}
+    for row in carried_by(kind):
+        value: Any = getattr(block, row.block_field, None)
+        if kind is MAIL_SERVER:  # prefect-email's block: its server and login as one URL
+            from dueflow.blocks.endpoints import mail_url_from_credentials
 
-
-def _email_from_env(env: Mapping[str, str]) -> dict[str, Any]:
-    def one(name: str) -> str | None:
-        return (env.get(name) or "").strip() or None
-
-    return {
-        "mail_from_name": one("DUEFLOW_MAIL_FROM_NAME"),
-        "reply_to": one("DUEFLOW_REPLY_TO"),
-        "company_name": one("DUEFLOW_COMPANY_NAME") or "",
-        "signature": _multiline(env.get("DUEFLOW_SIGNATURE")),
-        "payment_instructions": _multiline(env.get("DUEFLOW_PAYMENT_INSTRUCTIONS")),
-        "payment_link": one("DUEFLOW_PAYMENT_LINK") or "",
-        "contract_contact": one("DUEFLOW_CONTRACT_CONTACT") or "",
-        "templates_dir": one("DUEFLOW_TEMPLATES_DIR"),
-        "bcc": one("DUEFLOW_BCC"),
-        "invoice_pdf": one("DUEFLOW_INVOICE_PDF"),
-        "email_block": one("DUEFLOW_EMAIL_BLOCK"),
-    }
-
-
-_SCHEMA_NAME = re.compile(r"[^\x00-\x1f\x7f]{1,63}")
-
-
-def _operator_language(env: Mapping[str, str]) -> str:
-    from dueflow.tasks.core.locales import parse_language
-
-    try:
-        return parse_language(env.get("DUEFLOW_OPERATOR_LANGUAGE"), defaults.OPERATOR_LANGUAGE,
-                              "DUEFLOW_OPERATOR_LANGUAGE")
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from None
-
-
-def _attention_state(env: Mapping[str, str]) -> str:
-    raw = (env.get("DUEFLOW_ATTENTION_STATE") or "").strip()
-    if not raw:
-        return defaults.ATTENTION_STATE
-    if raw.lower() not in defaults.ATTENTION_STATES:
-        raise ConfigError(f"DUEFLOW_ATTENTION_STATE={raw!r} is not one of"
-                          f" {', '.join(defaults.ATTENTION_STATES)}")
-    return raw.lower()
-
-
-def _schema_name(env: Mapping[str, str], name: str) -> str | None:
-    value = (env.get(name) or "").strip()
-    if not value:
-        return None
-    if not _SCHEMA_NAME.fullmatch(value):
-        raise ConfigError(f"{name}={value[:80]!r} is not a schema name (1 to 63 characters, no"
-                          " control characters)")
-    return value
+            value = mail_url_from_credentials(block)
+        elif hasattr(value, "get_secret_value"):
+            value = value.get_secret_value()
+        if value not in (None, "") or not kind.empty_keeps_variable:
+            changes[row.field] = value
+    for row in carried_by(kind):
+        # A company's own file, given by this block, wins over a block of the same text
+        # that the environment named (DUEFLOW_PROFILES_BLOCK beside an emails' block's file).
+        if row.text_block and row.field in changes and naming(row.text_block).field not in changes:
+            changes[naming(row.text_block).field] = None
+            changes |= {text.field: None for text in carried_by(row.text_block)}
+    return changes
 
 
 def load_block(block_class: Any, name: str) -> Any:
@@ -571,29 +385,6 @@ def load_block(block_class: Any, name: str) -> Any:
         return block_class.load(name)
     except ValueError as exc:
         raise ConfigError(f"cannot load {block_class.__name__} block {name!r}: {exc}") from None
-
-
-def mail_url_from_credentials(credentials: Any) -> str:
-    """A DUEFLOW_MAIL_URL equivalent of prefect-email's EmailServerCredentials: the server
-    by name or by `SMTPServer` member (its host), `SMTPType` as the scheme and default
-    port, and `verify=False` carried as `?verify=false`."""
-    smtp_type = credentials.smtp_type
-    smtp_type = getattr(smtp_type, "name", str(smtp_type)).upper()
-    schemes = {"SSL": ("smtps", 465), "STARTTLS": ("smtp+starttls", 587), "INSECURE": ("smtp", 25)}
-    if smtp_type not in schemes:
-        raise ConfigError(f"mail block: unknown smtp_type {smtp_type!r} (SSL, STARTTLS or INSECURE)")
-    scheme, default_port = schemes[smtp_type]
-    server = credentials.smtp_server
-    host = str(getattr(server, "value", server)).strip()  # an SMTPServer member is its host
-    if not host:
-        raise ConfigError("mail block: smtp_server is empty")
-    auth = ""
-    if credentials.username:
-        password = credentials.password.get_secret_value() if credentials.password else ""
-        auth = f"{quote(credentials.username, safe='')}:{quote(password, safe='')}@"
-    port = credentials.smtp_port or default_port
-    verify = "" if getattr(credentials, "verify", True) else "?verify=false"
-    return f"{scheme}://{auth}{host}:{port}{verify}"
 
 
 def redact_url(url: str) -> str:

@@ -1,8 +1,9 @@
 """URL settings shown without their secrets, from the same parse that connects (issue 25).
 
-Each URL setting is read by one parser: DUEFLOW_DATABASE_URL by SQLAlchemy's `make_url`
-(what `create_engine` reads), DUEFLOW_MAIL_URL — and any later URL setting, such as a
-bounce mailbox — by `urllib.parse.urlsplit` (what `parse_mail_url` reads). Masking with
+Each URL setting is read by one parser, the one its row in the settings' table names
+(blocks/table.py, `url=`): DUEFLOW_DATABASE_URL by SQLAlchemy's `make_url` (what
+`create_engine` reads), DUEFLOW_MAIL_URL and DUEFLOW_BOUNCE_URL by `urllib.parse.urlsplit`
+(what blocks/endpoints.py reads). Masking with
 another parser than the one that connects is how a password was printed: `urlsplit` reads
 `postgresql://u:pa#ss@host/db` as host `u`, SQLAlchemy as password `pa#ss`.
 
@@ -14,17 +15,13 @@ never shows the URL.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Literal
 from urllib.parse import quote, quote_plus, unquote, urlsplit, urlunsplit
 
-from dueflow.blocks.settings import ConfigError
+from dueflow.blocks.errors import ConfigError
+from dueflow.blocks.table import SETTINGS, URL_SETTINGS  # URL_SETTINGS: the parser of each URL setting
 
-Parser = Literal["sqlalchemy", "urlsplit"]
-# The parser of each URL setting; a setting not named here is read by urlsplit.
-URL_SETTINGS: dict[str, Parser] = {"DUEFLOW_DATABASE_URL": "sqlalchemy", "DUEFLOW_MAIL_URL": "urlsplit",
-                                   "DUEFLOW_BOUNCE_URL": "urlsplit"}
 MASK = "***"
 # Query parameters that carry a secret (psycopg's ?password=, ?sslpassword=, tokens).
 _SECRET_PARAMETER = re.compile(r"pass|secret|token|key", re.IGNORECASE)
@@ -145,6 +142,18 @@ def url_secrets(url: str, setting: str) -> tuple[str, ...]:
     except ConfigError:
         found = ()
     return tuple(dict.fromkeys([*found, *_with_forms(_written_secrets(url))]))
+
+
+def secrets_of(values: Mapping[str, str | None]) -> list[str]:
+    """Every secret in the settings' values given by variable (an environment, or what a
+    run's settings hold): a secret setting's value, and for a URL setting every form of its
+    passwords as its parser reads them (url_secrets). Never raises."""
+    found: list[str] = []
+    for row in SETTINGS:
+        value = values.get(row.variable or "")
+        if row.secret and row.variable and value:
+            found += url_secrets(value, row.variable) if row.url else [value]
+    return found
 
 
 # The schemes of dueflow's URL settings (postgresql://, smtps://, …): never a secret's place.

@@ -11,7 +11,8 @@ from prefect import State, flow, get_run_logger
 from prefect.runtime import flow_run
 from pydantic import StrictInt
 
-from dueflow.blocks.settings import ConfigError, Settings
+from dueflow.blocks.errors import ConfigError
+from dueflow.blocks.settings import Settings
 
 if TYPE_CHECKING:
     from dueflow.tasks.bounces import IntakeSummary

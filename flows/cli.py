@@ -13,7 +13,8 @@ from datetime import date
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from dueflow.blocks.settings import ConfigError, Settings, redact_url
+from dueflow.blocks.errors import ConfigError
+from dueflow.blocks.settings import Settings, redact_url
 
 if TYPE_CHECKING:
     from prefect import State
@@ -349,7 +350,7 @@ def cmd_adopt(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
-    from dueflow.tasks.adapters.mail import parse_mail_url
+    from dueflow.blocks.endpoints import parse_mail_url
     from dueflow.tasks.operations import load_sample_data
 
     settings = demo_company(settings)
@@ -373,13 +374,15 @@ def demo_company(settings: Settings) -> Settings:
     instructions and escalation address (sample_data.SAMPLE_COMPANY) for each the
     environment leaves unset, so that the demo's emails read as a company's would. Set in
     the environment too: the flow reads its settings there."""
+    from dueflow.blocks.table import ROW
     from dueflow.tasks.adapters.sample_data import SAMPLE_COMPANY
 
     if settings.email_block:  # a DueflowEmail block says how this company's emails look
         return settings
     for name, value in SAMPLE_COMPANY.items():
-        if not os.environ.get(name):
-            os.environ[name] = value
+        variable = ROW[name].variable or ""
+        if not os.environ.get(variable):
+            os.environ[variable] = value
     return Settings.from_env()
 
 
@@ -677,9 +680,9 @@ def parser() -> argparse.ArgumentParser:
 
 def _without_secrets(text: str) -> str:
     """An error line with the URL settings' passwords masked, whatever raised it."""
-    from dueflow.blocks.urls import URL_SETTINGS, scrub, url_secrets
+    from dueflow.blocks.urls import scrub, secrets_of
 
-    return scrub(text, [s for name in URL_SETTINGS for s in url_secrets(os.environ.get(name, ""), name)])
+    return scrub(text, secrets_of(os.environ))
 
 
 _COMMAND: list[bool] = []  # set when `dueflow` runs as a command, not called from Python

@@ -17,7 +17,8 @@ from prefect.task_runners import ThreadPoolTaskRunner
 from pydantic import Field, WithJsonSchema
 from pydantic.fields import FieldInfo
 
-from dueflow.blocks.settings import ConfigError, Settings
+from dueflow.blocks.errors import ConfigError
+from dueflow.blocks.settings import Settings
 from dueflow.tasks.core import defaults
 from dueflow.tasks.core import parameters as P
 from dueflow.tasks.core.defaults import DELIVERY_WORKERS
@@ -62,22 +63,6 @@ EmailBlock = Annotated[str | None, _shown(maxLength=P.MAX_BLOCK_NAME)]
 Adopt = Annotated[bool, _shown(title="adopt — one-time take-over: sends nothing")]
 
 
-def with_email_block(settings: Settings, email_block: str | None) -> Settings:
-    """The settings with the run's `email_block` parameter, when given, in place of
-    DUEFLOW_EMAIL_BLOCK: a deployment per company names its own block. A name that is not
-    one line of a usable length is one ConfigError line."""
-    from dataclasses import replace
-
-    from dueflow.tasks.core.parameters import ParameterError, block_name
-
-    if email_block is None or not str(email_block).strip():
-        return settings
-    try:
-        return replace(settings, email_block=block_name(email_block, "email_block"))
-    except ParameterError as exc:
-        raise ConfigError(str(exc)) from None
-
-
 def run_name() -> str:
     """The run's name in the UI: its business date, and its mode when it sends nothing."""
     params = flow_run.parameters
@@ -118,12 +103,9 @@ def checked_as_of(as_of: date | None, settings: Settings, engine: Engine, allow_
     ConfigError) when it is more than 31 days ahead or before the ledger's first night,
     unless allowed (parameter allow_any_as_of, or DUEFLOW_ALLOW_ANY_AS_OF)."""
     from dueflow.tasks.adapters import db
-    from dueflow.tasks.core.parameters import ParameterError, as_of_window, flag_of
+    from dueflow.tasks.core.parameters import ParameterError, as_of_window
 
-    try:
-        allow_any = flag_of("allow_any_as_of", allow_any) or settings.allow_any_as_of
-    except ParameterError as exc:
-        raise ConfigError(str(exc)) from None
+    allow_any = settings.with_parameters(allow_any_as_of=allow_any).allow_any_as_of
     today = settings.today()
     if as_of is None:
         return today
@@ -146,7 +128,7 @@ def check_night(settings: Settings, as_of: date | None, dry_run: bool, params: d
     raw |= params | {"dry_run": dry_run}
     allow_any = raw.pop("allow_any_as_of")
     del raw["as_of"]
-    with_email_block(settings, raw.pop("email_block"))
+    settings.with_parameters(email_block=raw.pop("email_block"))
     checked_parameters(**raw)
     checked_as_of(as_of, settings, db.engine_for(settings.database_url, settings.db_lock_timeout,
                                                 settings.ledger_schema), allow_any)
@@ -224,7 +206,7 @@ def nightly_alerts(
         from dueflow.tasks.deliver import DeliverySettings
         from dueflow.tasks.jobs import RunContext
 
-        settings = with_email_block(Settings.from_env(), email_block).with_blocks()
+        settings = Settings.from_env().with_parameters(email_block=email_block).with_blocks()
         settings.check_templates()  # a broken DUEFLOW_TEMPLATES_DIR template: one line, nothing written
         params = checked_parameters(
             renewal_leads=renewal_leads, dunning_delays=dunning_delays, dunning_start=dunning_start,

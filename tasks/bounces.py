@@ -17,9 +17,10 @@ from datetime import UTC, datetime
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
+from dueflow.blocks.endpoints import BounceConfig
 from dueflow.tasks.adapters import db
 from dueflow.tasks.adapters.db import Database
-from dueflow.tasks.adapters.mailbox import BounceConfig, BounceMailbox, Fetched, open_mailbox
+from dueflow.tasks.adapters.mailbox import BounceMailbox, Fetched, open_mailbox
 from dueflow.tasks.core.bounces import BounceKind, match_reports, parse_report, reports_frame
 from dueflow.tasks.core.frames import pd
 

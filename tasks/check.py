@@ -28,7 +28,9 @@ from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
 
-from dueflow.blocks.settings import ConfigError, Settings, redact_url
+from dueflow.blocks.errors import ConfigError
+from dueflow.blocks.settings import Settings, redact_url
+from dueflow.blocks.table import SETTINGS, VARIABLES
 from dueflow.tasks.core import defaults
 from dueflow.tasks.core.addresses import Mailbox
 from dueflow.tasks.core.decide import due_dunning_steps, due_renewal_alerts
@@ -67,19 +69,9 @@ def _reason(exc: BaseException) -> str:
 
 # -- settings ---------------------------------------------------------------------------------
 
-# Each variable alone, through the same parsing as a run: one line per bad variable.
-VARIABLES = ("DUEFLOW_DATABASE_URL", "DUEFLOW_MAIL_URL", "DUEFLOW_TIMEZONE", "DUEFLOW_MAIL_FROM",
-             "DUEFLOW_ESCALATION_TO", "DUEFLOW_DB_LOCK_TIMEOUT",
-             "DUEFLOW_SMTP_CONNECT_TIMEOUT", "DUEFLOW_SMTP_REPLY_TIMEOUT", "DUEFLOW_SMTP_MAX_FAILURES",
-             "DUEFLOW_SOURCE_SCHEMA", "DUEFLOW_LEDGER_SCHEMA", "DUEFLOW_SOURCES_FILE", "DUEFLOW_BOUNCE_URL",
-             "DUEFLOW_BOUNCE_ADDRESS", "DUEFLOW_BCC", "DUEFLOW_INVOICE_PDF", "DUEFLOW_INVOICE_PDF_MAX_BYTES",
-             "DUEFLOW_RETAIN_BODIES_DAYS", "DUEFLOW_BUSINESS_DAYS", "DUEFLOW_HOLIDAYS",
-             "DUEFLOW_CLOSED_DAYS_FILE", "DUEFLOW_RENEWAL_ON_ANY_DAY", "DUEFLOW_DUNNING_MINIMUM",
-             "DUEFLOW_PROFILES_FILE", "DUEFLOW_PHRASEBOOK_FILE", "DUEFLOW_ATTENTION_STATE")
-
-
 def check_settings(env: dict[str, str]) -> tuple[list[Check], Settings | None]:
-    """The variables, each checked alone; and the settings when all are usable."""
+    """The variables, each checked alone through the same parsing as a run (one line per
+    bad variable); and the settings when all are usable, together too."""
     problems = []
     for name in VARIABLES:
         if not env.get(name):
@@ -90,7 +82,10 @@ def check_settings(env: dict[str, str]) -> tuple[list[Check], Settings | None]:
             problems.append(Check(f"setting {name}", False, str(exc), f"correct or unset {name}"))
     if problems:
         return problems, None
-    settings = Settings.from_env(env)
+    try:
+        settings = Settings.from_env(env)
+    except ConfigError as exc:  # each alone is usable, not all together
+        return [Check("settings", False, str(exc), "correct the settings it names")], None
     escalation = settings.escalation_address()
     checks = [Check("settings", True, f"time zone {settings.timezone} (today {settings.today()}),"
                     f" sender {settings.sender().address}")]
@@ -190,7 +185,7 @@ def check_prefect(env: dict[str, str]) -> Check:
 
 def check_blocks(settings: Settings) -> tuple[Check | None, Settings]:
     """The Prefect blocks the settings name, loaded: the settings a run would use."""
-    named = [n for n in (settings.database_block, settings.mail_block, settings.llm_block) if n]
+    named = [name for row in SETTINGS if row.names and (name := getattr(settings, row.field))]
     if not named:
         return None, settings
     try:
@@ -417,13 +412,13 @@ def check_bounces(settings: Settings) -> Check | None:
     find the Maildir or mbox; no message is read or marked (docs/bounces.md)."""
     from dueflow.tasks.adapters.mailbox import MailboxError, open_mailbox
 
-    if not settings.bounce_url:
-        return None
     item = "bounce mailbox"
     try:
         config = settings.bounce_mailbox()
     except ConfigError as exc:
         return Check(item, False, str(exc), "correct DUEFLOW_BOUNCE_URL")
+    if config is None:
+        return None
     try:
         with open_mailbox(replace(config, timeout=min(config.timeout, TIMEOUT))) as box:
             detail = box.check()
@@ -605,18 +600,11 @@ def check_copies_and_invoices(settings: Settings) -> Check | None:
 # -- all --------------------------------------------------------------------------------------
 
 def _secrets(settings: Settings | None, env: dict[str, str]) -> list[str]:
-    from dueflow.blocks.urls import url_secrets
+    """The secrets of the environment and of the settings a run would use (its blocks'),
+    URL passwords as the parser that connects reads them; and Prefect's API key."""
+    from dueflow.blocks.urls import secrets_of
 
-    values = [env.get("OPENAI_API_KEY", ""), env.get("PREFECT_API_KEY", "")]
-    urls = [("DUEFLOW_DATABASE_URL", env.get("DUEFLOW_DATABASE_URL", "")),
-            ("DUEFLOW_MAIL_URL", env.get("DUEFLOW_MAIL_URL", "")),
-            ("DUEFLOW_BOUNCE_URL", env.get("DUEFLOW_BOUNCE_URL", ""))]
-    if settings is not None:
-        urls += [("DUEFLOW_DATABASE_URL", settings.database_url), ("DUEFLOW_MAIL_URL", settings.mail_url),
-                 ("DUEFLOW_BOUNCE_URL", settings.bounce_url or "")]
-        values.append(settings.llm.api_key if settings.llm else "")
-    for setting, url in urls:
-        values += url_secrets(url, setting)  # as the parser that connects reads them
+    values = [env.get("PREFECT_API_KEY", ""), *secrets_of(env), *(settings.secrets() if settings else ())]
     return [v for v in values if v and len(v) >= 3]
 
 

@@ -35,10 +35,11 @@ from typing import Any, Protocol, TypeVar
 from prefect import task, unmapped
 from prefect.cache_policies import NO_CACHE
 
+from dueflow.blocks.endpoints import MailConfig
 from dueflow.tasks import progress
 from dueflow.tasks.adapters import db
 from dueflow.tasks.adapters.db import Database
-from dueflow.tasks.adapters.mail import BreakerOpen, MailConfig, ServerBreaker, open_transport
+from dueflow.tasks.adapters.mail import BreakerOpen, ServerBreaker, open_transport
 from dueflow.tasks.core.addresses import Mailbox
 from dueflow.tasks.core.defaults import SMTP_MAX_CONNECTION_FAILURES
 from dueflow.tasks.core.message import OutgoingEmail

@@ -20,7 +20,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import date, timedelta
 
-from dueflow.blocks.settings import ConfigError, Settings
+from dueflow.blocks.errors import ConfigError
+from dueflow.blocks.settings import Settings
 from dueflow.tasks.adapters import db
 from dueflow.tasks.core import defaults
 from dueflow.tasks.core.forecast import (
@@ -85,7 +86,7 @@ def forecast(
     database = db.open_database(settings)
     sender, look = settings.sender(), settings.email_look()
     calendar = settings.calendar()
-    any_day = renewal_on_any_day or settings.renewal_on_any_day
+    any_day = settings.with_parameters(renewal_on_any_day=renewal_on_any_day).renewal_on_any_day
     renewal = RenewalJob(leads, renewal_locale, sender, look, None if any_day else calendar,
                          settings.timezone)
     dunning = DunningJob(dunning_delays, counted_from, settings.timezone, settings.escalation_address(),

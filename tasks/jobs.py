@@ -289,7 +289,7 @@ def night_jobs(settings: Settings, params: RunParameters,
     nothing)."""
     sender, look = settings.sender(), replace(settings.email_look(), message_id_key=message_id_key)
     calendar = settings.calendar()
-    any_day = params.renewal_on_any_day or settings.renewal_on_any_day
+    any_day = settings.with_parameters(renewal_on_any_day=params.renewal_on_any_day).renewal_on_any_day
     return (RenewalJob(params.leads, params.renewal_locale, sender, look, None if any_day else calendar,
                        settings.timezone),
             DunningJob(params.delays, params.dunning_start, settings.timezone, settings.escalation_address(),

@@ -17,7 +17,8 @@ from pathlib import Path
 from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
-from dueflow.blocks.settings import ConfigError, Settings, redact_url
+from dueflow.blocks.errors import ConfigError
+from dueflow.blocks.settings import Settings, redact_url
 from dueflow.tasks.adapters import db
 from dueflow.tasks.core.frames import pd
 
@@ -88,7 +89,7 @@ def check_ready(settings: Settings, sources: bool = True, writes: bool = False,
     """Fail fast, before any write, on a bad mail URL, an unreachable database, a ledger
     that is missing or behind, sources dueflow cannot read, and (`writes`) a night whose
     statements do not plan or whose user cannot write dueflow's tables."""
-    from dueflow.tasks.adapters.mail import parse_mail_url
+    from dueflow.blocks.endpoints import parse_mail_url
 
     parse_mail_url(settings.mail_url)
     reachable(settings, on_wait)

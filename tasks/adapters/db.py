@@ -21,7 +21,7 @@ from typing import Any
 from sqlalchemy import Connection, Engine, create_engine, event, inspect, make_url, text
 from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, SQLAlchemyError
 
-from dueflow.blocks.settings import ConfigError
+from dueflow.blocks.errors import ConfigError
 from dueflow.sql import statement
 from dueflow.tasks.adapters.sources import ResolvedSources, resolve_sources
 from dueflow.tasks.core.bounces import copy_digests

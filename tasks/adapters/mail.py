@@ -15,92 +15,16 @@ import hashlib
 import os
 import re
 import smtplib
-import ssl
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from pathlib import Path
 from types import TracebackType
-from typing import Literal
-from urllib.parse import parse_qs, unquote, urlsplit
 
-from dueflow.blocks.settings import ConfigError
-from dueflow.blocks.urls import read_url
+from dueflow.blocks.endpoints import MailConfig
 from dueflow.tasks.adapters.invoice_files import attached_bytes
 from dueflow.tasks.core.addresses import Mailbox
-from dueflow.tasks.core.defaults import (
-    SMTP_CONNECT_TIMEOUT,
-    SMTP_MAX_CONNECTION_FAILURES,
-    SMTP_REPLY_TIMEOUT,
-)
+from dueflow.tasks.core.defaults import SMTP_MAX_CONNECTION_FAILURES
 from dueflow.tasks.core.message import AttachmentChanged, OutgoingEmail, envelope_recipients, message_bytes
 from dueflow.tasks.core.statuses import MailFault, SendResult, SendStatus
-
-
-@dataclass(frozen=True)
-class MailConfig:
-    scheme: Literal["smtp", "smtps", "smtp+starttls", "file"]
-    host: str = ""
-    port: int = 0
-    username: str | None = None
-    password: str | None = field(default=None, repr=False)
-    directory: Path | None = None
-    # Up to the login (TCP, greeting, EHLO, TLS, AUTH), then for each later reply.
-    connect_timeout: float = SMTP_CONNECT_TIMEOUT
-    reply_timeout: float = SMTP_REPLY_TIMEOUT
-    cafile: str | None = None  # ?cafile=/path/ca.pem: trust a private CA for TLS
-    verify: bool = True  # ?verify=false: TLS without checking the server's certificate
-
-    def tls_context(self) -> ssl.SSLContext:
-        context = ssl.create_default_context(cafile=self.cafile)
-        if not self.verify:  # the operator's explicit choice (EmailServerCredentials.verify)
-            context.check_hostname = False
-            context.verify_mode = ssl.CERT_NONE
-        return context
-
-    def describe(self) -> str:
-        """Where mail goes, without credentials."""
-        if self.scheme == "file":
-            return f"the folder {self.directory}/ (one .eml per email)"
-        return f"{self.scheme}://{self.host}:{self.port}"
-
-
-def parse_mail_url(url: str) -> MailConfig:
-    """MailConfig from `smtp://`, `smtps://`, `smtp+starttls://` or `file://` URLs."""
-    if url.startswith("file://"):
-        path = url[len("file://"):]
-        if not path:
-            raise ConfigError("DUEFLOW_MAIL_URL file:// needs a directory, e.g. file://./outbox")
-        return MailConfig(scheme="file", directory=Path(unquote(path)))
-    read_url(url, "DUEFLOW_MAIL_URL")  # a password that moved the host: one line, not shown
-    parts = urlsplit(url)
-    defaults = {"smtp": 25, "smtp+starttls": 587, "smtps": 465}
-    if parts.scheme not in defaults or not parts.hostname:
-        raise ConfigError(
-            "DUEFLOW_MAIL_URL must look like smtp://host:port, smtp+starttls://user:pass@host:587,"
-            " smtps://user:pass@host:465 or file:///dir"
-        )
-    try:
-        port = parts.port or defaults[parts.scheme]
-    except ValueError:
-        raise ConfigError("DUEFLOW_MAIL_URL has an invalid port") from None
-    query = parse_qs(parts.query)
-    return MailConfig(
-        scheme=parts.scheme,  # type: ignore[arg-type]
-        host=parts.hostname,
-        port=port,
-        username=unquote(parts.username) if parts.username else None,
-        password=unquote(parts.password) if parts.password else None,
-        cafile=query["cafile"][0] if "cafile" in query else None,
-        verify=_flag(query.get("verify", ["true"])[0]),
-    )
-
-
-def _flag(value: str) -> bool:
-    lowered = value.strip().lower()
-    if lowered not in ("true", "false", "1", "0", "yes", "no"):
-        raise ConfigError(f"DUEFLOW_MAIL_URL: verify must be true or false, got {value!r}")
-    return lowered in ("true", "1", "yes")
 
 
 class Transport:

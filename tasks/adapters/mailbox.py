@@ -14,104 +14,15 @@ import contextlib
 import mailbox as stdlib_mailbox
 import ssl
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal, cast, get_args
-from urllib.parse import parse_qs, unquote, urlsplit
 
-from dueflow.blocks.settings import ConfigError
-from dueflow.blocks.urls import mask_url, read_url
+from dueflow.blocks.endpoints import BounceConfig
 from dueflow.tasks.core.defaults import MAX_REPORT_BYTES
 
 PROCESSED_KEYWORD = "DueflowProcessed"
 MAILDIR_FLAG = "S"  # Maildir's "seen": the mark a processed message carries
-Processed = Literal["flag", "move", "delete"]
-Scheme = Literal["imaps", "imap+starttls", "imap", "maildir", "mbox"]
-SCHEMES: tuple[Scheme, ...] = get_args(Scheme)
-
-
-@dataclass(frozen=True)
-class BounceConfig:
-    scheme: Scheme
-    host: str = ""
-    port: int = 0
-    username: str | None = None
-    password: str | None = field(default=None, repr=False)
-    folder: str = "INBOX"
-    path: Path | None = None
-    processed: Processed = "flag"
-    move_to: str | None = None
-    cafile: str | None = None
-    verify: bool = True
-    timeout: float = 30.0
-
-    @property
-    def is_imap(self) -> bool:
-        return self.scheme.startswith("imap")
-
-    def describe(self) -> str:
-        """Where the bounces are read, without credentials."""
-        if not self.is_imap:
-            return f"{self.scheme}://{self.path}"
-        return f"{self.scheme}://{self.host}:{self.port}/{self.folder}"
-
-    def tls_context(self) -> ssl.SSLContext:
-        context = ssl.create_default_context(cafile=self.cafile)
-        if not self.verify:  # the operator's explicit choice
-            context.check_hostname = False
-            context.verify_mode = ssl.CERT_NONE
-        return context
-
-
-def _yes(value: str) -> bool:
-    return value.strip().lower() in ("1", "yes", "true", "on")
-
-
-def parse_bounce_url(url: str) -> BounceConfig:
-    """BounceConfig from `imaps://user:pass@host[:993]/FOLDER`, `imap+starttls://…`,
-    `imap://…`, `maildir:///path` or `mbox:///path/file`, with `?move_to=FOLDER`,
-    `?delete=yes`, `?cafile=…`, `?verify=false`, `?timeout=SECONDS`. ConfigError (the
-    password masked) for anything else."""
-    read_url(url, "DUEFLOW_BOUNCE_URL")  # a password that needs percent-encoding: one line
-    shown = mask_url(url, "DUEFLOW_BOUNCE_URL")
-    parts = urlsplit(url)
-    port = parts.port
-    if parts.scheme.lower() not in SCHEMES:
-        raise ConfigError(f"DUEFLOW_BOUNCE_URL={shown!r}: use imaps://user:pass@host/INBOX,"
-                          " imap+starttls://…, maildir:///path or mbox:///path")
-    scheme = cast(Scheme, parts.scheme.lower())
-    query = {name: values[-1] for name, values in parse_qs(parts.query).items()}
-    unknown = set(query) - {"move_to", "delete", "cafile", "verify", "timeout"}
-    if unknown:
-        raise ConfigError(f"DUEFLOW_BOUNCE_URL={shown!r}: unknown option(s) {', '.join(sorted(unknown))}")
-    processed: Processed = "flag"
-    if query.get("move_to"):
-        processed = "move"
-    if _yes(query.get("delete", "")):
-        if processed == "move":
-            raise ConfigError(f"DUEFLOW_BOUNCE_URL={shown!r}: move_to and delete exclude each other")
-        processed = "delete"
-    try:
-        timeout = float(query.get("timeout", 30))
-    except ValueError:
-        raise ConfigError(f"DUEFLOW_BOUNCE_URL={shown!r}: timeout is not a number of seconds") from None
-    common: dict[str, Any] = {"processed": processed, "move_to": query.get("move_to") or None,
-                              "timeout": timeout}
-    if scheme in ("maildir", "mbox"):
-        path = unquote(parts.netloc + parts.path)
-        if not path:
-            raise ConfigError(f"DUEFLOW_BOUNCE_URL={shown!r}: no path")
-        return BounceConfig(scheme, path=Path(path).expanduser(), **common)
-    if not parts.hostname:
-        raise ConfigError(f"DUEFLOW_BOUNCE_URL={shown!r}: no host")
-    if not parts.username:
-        raise ConfigError(f"DUEFLOW_BOUNCE_URL={shown!r}: no user to log in as (imaps://user:pass@host/INBOX)")
-    folder = unquote(parts.path.lstrip("/")) or "INBOX"
-    return BounceConfig(scheme, parts.hostname, port or (993 if scheme == "imaps" else 143),
-                        unquote(parts.username), unquote(parts.password or ""), folder,
-                        cafile=query.get("cafile"), verify=query.get("verify", "true").lower() != "false",
-                        **common)
 
 
 @dataclass(frozen=True)

@@ -14,16 +14,17 @@ from dueflow.tasks.core.keys import DunningStep, dunning_key
 
 # The company the demo writes for, as a company's settings would say it (docs/emails.md):
 # a sender a client can answer, replies to accounts receivable, how to pay, and where
-# escalations go. `dueflow demo` uses each one the environment leaves unset.
+# escalations go, by setting (blocks/table.py). `dueflow demo` uses each one whose variable
+# the environment leaves unset.
 SAMPLE_COMPANY = {
-    "DUEFLOW_COMPANY_NAME": "Harbour Supplies Ltd",
-    "DUEFLOW_MAIL_FROM": "billing@harbour-supplies.example",
-    "DUEFLOW_MAIL_FROM_NAME": "Harbour Supplies",
-    "DUEFLOW_REPLY_TO": "accounts@harbour-supplies.example",
-    "DUEFLOW_PAYMENT_INSTRUCTIONS": "Bank transfer to Harbour Supplies Ltd\nIBAN GB33 BUKB 2020 1555 5555 55"
-                                    " (BIC BUKBGB22)\nPlease quote the invoice number as the reference.",
-    "DUEFLOW_CONTRACT_CONTACT": "Procurement, procurement@harbour-supplies.example",
-    "DUEFLOW_ESCALATION_TO": "collections@harbour-supplies.example",
+    "company_name": "Harbour Supplies Ltd",
+    "mail_from": "billing@harbour-supplies.example",
+    "mail_from_name": "Harbour Supplies",
+    "reply_to": "accounts@harbour-supplies.example",
+    "payment_instructions": "Bank transfer to Harbour Supplies Ltd\nIBAN GB33 BUKB 2020 1555 5555 55"
+                            " (BIC BUKBGB22)\nPlease quote the invoice number as the reference.",
+    "contract_contact": "Procurement, procurement@harbour-supplies.example",
+    "escalation_to": "collections@harbour-supplies.example",
 }
 
 # (id, vendor, title, amount, currency, days until renewal or None, email, status)

@@ -67,7 +67,7 @@ def test_named_blocks_override_the_environment_and_keep_secrets(pg_url, smtp_sin
 def test_a_missing_block_is_a_clear_error(prefect_server, monkeypatch, db_url):
     monkeypatch.setenv("DUEFLOW_DATABASE_URL", db_url)
     monkeypatch.setenv("DUEFLOW_DATABASE_BLOCK", "no-such-block")
-    from dueflow.blocks.settings import ConfigError
+    from dueflow.blocks.errors import ConfigError
 
     with pytest.raises(ConfigError, match="cannot load DueflowDatabase block 'no-such-block'"):
         nightly_alerts(as_of=AS_OF)

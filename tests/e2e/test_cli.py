@@ -106,6 +106,8 @@ def test_init_db_is_idempotent(tmp_path, project_env):
         (["run"], {"DUEFLOW_MAIL_URL": "smtpx://mail"}, "DUEFLOW_MAIL_URL must look like"),
         (["run"], {"DUEFLOW_TIMEZONE": "Mars/Olympus"}, "is not a known time zone"),
         (["run"], {"DUEFLOW_DATABASE_URL": "nonsense"}, "is not a usable database URL"),
+        (["run"], {"DUEFLOW_RUN_LOCK": "maybe"},  # an unknown switch value, once read as on
+         "DUEFLOW_RUN_LOCK='maybe' is not on or off: write one of on, true, yes, 1, off, false, no, 0"),
     ],
 )
 def test_bad_input_gets_one_clear_line(tmp_path, dueflow_cli, args, env, message):

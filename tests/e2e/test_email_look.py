@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 from sqlalchemy import text
 
-from dueflow.blocks.settings import ConfigError
+from dueflow.blocks.errors import ConfigError
 from dueflow.flows.nightly_alerts import nightly_alerts
 from dueflow.tasks.adapters import db
 from dueflow.tasks.core.addresses import Mailbox

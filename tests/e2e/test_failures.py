@@ -8,10 +8,10 @@ from datetime import date, timedelta
 import pandas as pd
 from sqlalchemy import text
 
+from dueflow.blocks.endpoints import parse_mail_url
 from dueflow.flows.nightly_alerts import nightly_alerts
 from dueflow.tasks.adapters import db
 from dueflow.tasks.adapters.db import Database
-from dueflow.tasks.adapters.mail import parse_mail_url
 from dueflow.tasks.core.addresses import Mailbox
 from dueflow.tasks.core.message import OutgoingEmail, message_id_for
 from dueflow.tasks.deliver import DeliverySettings, Recipient, deliver_batch

@@ -16,7 +16,7 @@ from datetime import date, timedelta
 import pytest
 from sqlalchemy import text
 
-from dueflow.blocks.settings import ConfigError
+from dueflow.blocks.errors import ConfigError
 from dueflow.flows.nightly_alerts import nightly_alerts
 from dueflow.tasks.adapters import db
 

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from prefect.exceptions import ParameterTypeError
 
-from dueflow.blocks.settings import ConfigError
+from dueflow.blocks.errors import ConfigError
 from dueflow.flows.nightly_alerts import nightly_alerts
 from dueflow.tasks.adapters import db
 from dueflow.tasks.core.report import RunSummary

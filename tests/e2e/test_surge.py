@@ -47,7 +47,7 @@ def test_a_cap_of_zero_says_what_it_held_back_and_a_boolean_is_never_a_number(ru
     before anything is written; a cap of 0 says how many it deferred."""
     import pytest
 
-    from dueflow.blocks.settings import ConfigError
+    from dueflow.blocks.errors import ConfigError
 
     url = run_env
     insert(url, "contracts", [contract(f"c{d}", AS_OF + timedelta(days=d)) for d in (29, 14, 3)])

@@ -17,9 +17,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import create_engine, text
 
+from dueflow.blocks.endpoints import parse_bounce_url
 from dueflow.tasks import bounces
 from dueflow.tasks.adapters import db
-from dueflow.tasks.adapters.mailbox import MailboxError, open_mailbox, parse_bounce_url
+from dueflow.tasks.adapters.mailbox import MailboxError, open_mailbox
 from dueflow.tasks.core.addresses import Mailbox
 from dueflow.tasks.core.message import message_id_for
 from tests import examples

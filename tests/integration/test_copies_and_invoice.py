@@ -19,6 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import text
 
+from dueflow.blocks.endpoints import parse_mail_url
 from dueflow.tasks.adapters import db
 from dueflow.tasks.adapters.invoice_files import (
     NotAttached,
@@ -27,7 +28,7 @@ from dueflow.tasks.adapters.invoice_files import (
     read_invoice_pdf,
     with_invoice_pdfs,
 )
-from dueflow.tasks.adapters.mail import open_transport, parse_mail_url
+from dueflow.tasks.adapters.mail import open_transport
 from dueflow.tasks.core.addresses import Mailbox
 from dueflow.tasks.core.invoice_pdf import parse_pdf_template
 from dueflow.tasks.core.message import AttachmentChanged, OutgoingEmail, message_bytes, message_id_for

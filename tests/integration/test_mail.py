@@ -7,8 +7,9 @@ import pytest
 from prefect_email import EmailServerCredentials
 from prefect_email.credentials import SMTPServer, SMTPType
 
-from dueflow.blocks.settings import ConfigError, mail_url_from_credentials
-from dueflow.tasks.adapters.mail import open_transport, parse_mail_url
+from dueflow.blocks.endpoints import mail_url_from_credentials, parse_mail_url
+from dueflow.blocks.errors import ConfigError
+from dueflow.tasks.adapters.mail import open_transport
 from dueflow.tasks.core.addresses import parse_mailbox
 from dueflow.tasks.core.message import OutgoingEmail
 from tests.helpers.smtp_server import SmtpSink
@@ -100,5 +101,5 @@ def test_the_mail_block_reaches_a_tls_server_and_honours_verify(certificate, tls
 def test_insecure_mail_block_uses_port_25_and_a_bad_verify_is_refused():
     block = EmailServerCredentials(smtp_server="relay.corp.example", smtp_type=SMTPType.INSECURE)
     assert mail_url_from_credentials(block) == "smtp://relay.corp.example:25"
-    with pytest.raises(ConfigError, match="verify must be true or false"):
+    with pytest.raises(ConfigError, match=r"DUEFLOW_MAIL_URL \?verify='maybe' is not on or off: write one"):
         parse_mail_url("smtps://relay.corp.example?verify=maybe")

@@ -17,7 +17,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dueflow.blocks.settings import ConfigError, Settings
+from dueflow.blocks.errors import ConfigError
+from dueflow.blocks.settings import Settings
 from dueflow.tasks.core.addresses import Mailbox, is_address
 from dueflow.tasks.core.decide import due_dunning_steps
 from dueflow.tasks.core.invoice_pdf import (
@@ -341,11 +342,9 @@ def test_any_value_of_a_new_setting_is_taken_or_refused_in_one_line(name, value)
 @given(name=st.one_of(st.text(max_size=250), st.sampled_from(
     ["acme", " acme ", "", "   ", "a\nb", "a\x00", "x" * 201, "Acme Ibérica", "../acme"])))
 def test_the_email_block_parameter_is_a_block_name_or_one_line_that_says_it_is_not(name):
-    from dueflow.flows.nightly_alerts import with_email_block
-
     settings = Settings.from_env(BASE)
     try:
-        chosen = with_email_block(settings, name)
+        chosen = settings.with_parameters(email_block=name)
     except ConfigError as refused:
         assert str(refused).startswith("parameter email_block: ") and "\n" not in str(refused)
         return

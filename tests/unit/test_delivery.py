@@ -12,9 +12,10 @@ from datetime import date
 
 import pytest
 
+from dueflow.blocks.endpoints import parse_mail_url
 from dueflow.tasks import deliver
 from dueflow.tasks.adapters.db import Database
-from dueflow.tasks.adapters.mail import BreakerOpen, parse_mail_url
+from dueflow.tasks.adapters.mail import BreakerOpen
 from dueflow.tasks.core.addresses import Mailbox
 from dueflow.tasks.core.statuses import MailFault, RowStatus, SendResult, SendStatus
 from dueflow.tasks.deliver import Delivery, DeliverySettings, Recipient, _Batch, with_second_pass

@@ -13,7 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dueflow.blocks.settings import ConfigError, Settings
+from dueflow.blocks.errors import ConfigError
+from dueflow.blocks.settings import Settings
 from dueflow.tasks.core.calendar import BusinessCalendar, parse_business_days
 from dueflow.tasks.core.profiles import default_profile, parse_profiles
 from tests import examples

@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 
 from bench.corpora import load
 from bench.corpora.answers import ISSUE_FRAUDS
-from dueflow.blocks.settings import ConfigError, Settings
+from dueflow.blocks.errors import ConfigError
+from dueflow.blocks.settings import Settings
 from dueflow.tasks.core.locales import SUPPORTED_LOCALES
 from dueflow.tasks.core.phrasebook import (
     DRAFTED_STEPS,

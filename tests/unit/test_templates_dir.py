@@ -11,7 +11,8 @@ from zoneinfo import ZoneInfo
 import pandas as pd
 import pytest
 
-from dueflow.blocks.settings import ConfigError, Settings
+from dueflow.blocks.errors import ConfigError
+from dueflow.blocks.settings import Settings
 from dueflow.tasks.core.message import message_bytes
 from dueflow.tasks.core.render import compose_dunning_emails, compose_renewal_alerts
 
