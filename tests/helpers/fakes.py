@@ -1,5 +1,5 @@
 """In-memory fakes of the ledger and the mail transport, behind the interfaces the real
-adapters implement (tasks/deliver.py: DeliveryLedger — db.SqlLedger; MailTransport —
+adapters implement (tasks/core/ports.py: DeliveryLedger — SqlLedger; MailTransport —
 adapters/mail.py's transports). For the fast unit layer only: the guarantees are proven
 against real databases and real SMTP servers in tests/integration and tests/e2e.
 
@@ -73,6 +73,9 @@ class InMemoryLedger:
 
     def statuses(self, keys: Sequence[str]) -> dict[str, str]:
         return {key: self.rows[key].status for key in keys if key in self.rows}
+
+    def transient(self, exc: BaseException) -> bool:
+        return False  # LedgerDown is not: a delivery gives up at once
 
     def claims(self, keys: Sequence[str]) -> dict[str, str]:
         return {key: (row.status if row.status != "pending" else "claimed" if row.claim else "unclaimed")
