@@ -428,7 +428,7 @@ class MemoryLedger:
             now = self._now()
             winners = [x for x in records if x["key"] not in self.rows and holds(x)]
             for x in winners:
-                self.rows[x["key"]] = _new_row(x, job, as_of, flow_run_id, status, now)
+                self.rows[x["key"]] = ledger_row(x, job, as_of, flow_run_id, status, now)
             return {x["key"] for x in winners}
         return self._tx(work)
 
@@ -578,8 +578,9 @@ class MemoryLedger:
         return self._tx(work)
 
 
-def _new_row(x: Mapping[str, Any], job: str, as_of: date, flow_run_id: str | None, status: str,
-             now: str) -> Row:
+def ledger_row(x: Mapping[str, Any], job: str, as_of: date, flow_run_id: str | None, status: str,
+               now: str) -> Row:
+    """A row as sql/reserve_* inserts it (the table's defaults for every other column)."""
     return {"key": x["key"], "job": job, "subject_id": x["subject_id"], "subject_form": x["subject_form"],
             "cycle": x["cycle"], "step": x["step"], "step_rank": int(x["step_rank"]),
             "recipient": x["recipient"], "as_of": as_of.isoformat(), "flow_run_id": flow_run_id,
