@@ -25,13 +25,11 @@ from dueflow.tasks.core.defaults import DELIVERY_WORKERS
 from dueflow.tasks.core.locales import Locale
 
 if TYPE_CHECKING:
-    from sqlalchemy import Engine
+    from collections.abc import Callable
 
-    from dueflow.tasks.core.frames import pd
     from dueflow.tasks.core.parameters import RunParameters
     from dueflow.tasks.core.report import RunSummary
-    from dueflow.tasks.core.tone import Draft
-    from dueflow.tasks.jobs import NightJob, RunContext
+    from dueflow.tasks.night import Night
 
 __all__ = ["DELIVERY_WORKERS", "nightly_alerts"]
 
@@ -98,11 +96,11 @@ def checked_date(as_of: date | str | None) -> date | None:
         raise ConfigError(str(exc)) from None
 
 
-def checked_as_of(as_of: date | None, settings: Settings, engine: Engine, allow_any: bool) -> date:
+def checked_as_of(as_of: date | None, settings: Settings, first_night: Callable[[], date | None],
+                  allow_any: bool) -> date:
     """The night to run: today in the business time zone when empty; otherwise refused (one
     ConfigError) when it is more than 31 days ahead or before the ledger's first night,
     unless allowed (parameter allow_any_as_of, or DUEFLOW_ALLOW_ANY_AS_OF)."""
-    from dueflow.tasks.adapters import db
     from dueflow.tasks.core.parameters import ParameterError, as_of_window
 
     allow_any = settings.with_parameters(allow_any_as_of=allow_any).allow_any_as_of
@@ -110,7 +108,7 @@ def checked_as_of(as_of: date | None, settings: Settings, engine: Engine, allow_
     if as_of is None:
         return today
     # Only a night before today can be before the ledger's first: today always may run.
-    first = db.first_night(engine) if isinstance(as_of, date) and as_of < today and not allow_any else None
+    first = first_night() if isinstance(as_of, date) and as_of < today and not allow_any else None
     try:
         return as_of_window(as_of, today, first, allow_any)
     except ParameterError as exc:
@@ -122,7 +120,7 @@ def check_night(settings: Settings, as_of: date | None, dry_run: bool, params: d
     out of range is one line (exit 2), and nothing was written."""
     import inspect
 
-    from dueflow.tasks.adapters import db
+    from dueflow.tasks.adapters.sql_store import ledger_of
 
     raw = {name: p.default for name, p in inspect.signature(nightly_alerts.fn).parameters.items()}
     raw |= params | {"dry_run": dry_run}
@@ -130,8 +128,7 @@ def check_night(settings: Settings, as_of: date | None, dry_run: bool, params: d
     del raw["as_of"]
     settings.with_parameters(email_block=raw.pop("email_block"))
     checked_parameters(**raw)
-    checked_as_of(as_of, settings, db.engine_for(settings.database_url, settings.db_lock_timeout,
-                                                settings.ledger_schema), allow_any)
+    checked_as_of(as_of, settings, ledger_of(settings).first_night, allow_any)
 
 
 # validate_parameters=False: pydantic would coerce a value before dueflow sees it (False as
@@ -200,11 +197,13 @@ def nightly_alerts(
     """
     def night() -> State:
         nonlocal as_of  # read below as a checked date
-        from dueflow.tasks.adapters import db
         from dueflow.tasks.adapters.lock import run_lock
+        from dueflow.tasks.adapters.sql_store import open_sql
+        from dueflow.tasks.core.ports import Store
         from dueflow.tasks.core.report import RunSummary
         from dueflow.tasks.deliver import DeliverySettings
-        from dueflow.tasks.jobs import RunContext
+        from dueflow.tasks.jobs import night_jobs
+        from dueflow.tasks.night import Night
 
         settings = Settings.from_env().with_parameters(email_block=email_block).with_blocks()
         settings.check_templates()  # a broken DUEFLOW_TEMPLATES_DIR template: one line, nothing written
@@ -217,29 +216,31 @@ def nightly_alerts(
         logger = get_run_logger()
         # Every source relation found and every statement of the night planned, and dueflow's
         # own tables writable, before the first write: a shape dueflow cannot read is one line.
-        database = db.open_database(settings)
+        ledger, sources = open_sql(settings)
         if as_of is None:
             logger.info("as_of empty: running for %s, today in %s", settings.today(), settings.timezone)
-        as_of = checked_as_of(as_of, settings, database.engine, allow_any_as_of)
+        as_of = checked_as_of(as_of, settings, ledger.first_night, allow_any_as_of)
         if not dry_run:
-            db.preflight(database)
-        delivery = DeliverySettings(settings.mail_config(), settings.sender(), database, as_of,
+            ledger.preflight()
+        delivery = DeliverySettings(settings.mail_config(), settings.sender(), ledger, as_of,
                                     params.retry_backoff, settings.smtp_max_failures)
-        ctx = RunContext(settings, database, delivery, as_of, flow_run.get_id(), params,
-                         db.message_id_key(database.engine))
+        jobs = night_jobs(settings, params, ledger.message_id_key())
+        tonight = Night(jobs, Store(ledger, sources), delivery, as_of, params, flow_run.get_id(),
+                        settings.retain_bodies_days, settings.today(), logger)
         label_run(dry_run, adopt)
         if dry_run or not settings.run_lock:
-            return finish(guarded_run(ctx), settings.attention_state)
+            return finish(guarded_run(tonight), settings.attention_state)
         warnings: list[str] = []
-        with run_lock(database.engine, warnings) as acquired:
+        with run_lock(ledger.engine, warnings) as acquired:
             if not acquired:
                 logger.warning("another dueflow run is active on this database; exiting")
-                return finish(RunSummary(as_of=as_of, dry_run=False, flow_run_id=ctx.flow_run_id,
+                return finish(RunSummary(as_of=as_of, dry_run=False, flow_run_id=tonight.flow_run_id,
                                          skipped="another dueflow run is active on this database"),
                               settings.attention_state)
-            tag_ledger(ctx)
-            summary = guarded_run(ctx)
-            warnings += stale_runs(ctx)  # at the end: a run that released the lock has ended by now
+            tag_ledger(settings)
+            summary = guarded_run(tonight)
+            warnings += stale_runs(settings, tonight.flow_run_id)  # at the end: a run that released the
+            # lock has ended by now
         summary.warnings.extend(warnings)
         return finish(summary, settings.attention_state)
 
@@ -249,145 +250,56 @@ def nightly_alerts(
         return refused(exc)
 
 
-class SourceIdsChanged(ConfigError):
-    """Ids of tonight's rows are ids the ledger knows spelled another way: the night stops
-    before its first write (tasks/core/rekeying.py); `dueflow rekey` settles it."""
-
-
-def guarded_run(ctx: RunContext) -> RunSummary:
-    """`nightly_run`, with a database that refuses what the night needs (read-only, a
-    privilege missing, a statement timeout) said in one line: the ledger keeps what was
-    done, and what was reserved and never handed to SMTP is sent by the next run."""
+def guarded_run(night: Night) -> RunSummary:
+    """The night's steps (tasks/night.py) as task runs, and its artifacts; a database that
+    refuses what the night needs (read-only, a privilege missing, a statement timeout) said
+    in one line: the ledger keeps what was done, and what was reserved and never handed to
+    SMTP is sent by the next run."""
     from sqlalchemy.exc import DBAPIError
 
-    from dueflow.tasks.adapters import db
+    from dueflow.tasks.adapters.db_errors import CANCELED, NO_PRIVILEGE, READ_ONLY, database_problem, sqlstate
+    from dueflow.tasks.night import run_night
+    from dueflow.tasks.steps import Prefect
 
     try:
-        return nightly_run(ctx)
+        summary = run_night(night, Prefect())
     except DBAPIError as exc:
-        if db.sqlstate(exc) not in (db.READ_ONLY, db.NO_PRIVILEGE, db.CANCELED):
+        if sqlstate(exc) not in (READ_ONLY, NO_PRIVILEGE, CANCELED):
             raise
-        raise ConfigError(db.database_problem(exc, "the database refused the night (what was"
-                                              " reserved and not sent goes out with the next run)")) from None
-
-
-def nightly_run(ctx: RunContext) -> RunSummary:
-    """The six steps, for each job, after what earlier runs left."""
-    from dueflow.tasks.core.frames import pd
-    from dueflow.tasks.core.rekeying import stop_line
-    from dueflow.tasks.core.report import concat_rows, count_line, decision_line, facts_of
-    from dueflow.tasks.jobs import compose, deliver_won, reserve, respelled_ids, send_unsent
-    from dueflow.tasks.steps import decide
-
-    log = get_run_logger()
-    jobs = ctx.jobs
-    sources = {job.name: read_sources(ctx, job) for job in jobs}  # 1. extract: all before any write
-    decisions = {}
-    for job in jobs:                                               # 2. decide: all before any write
-        extracted = sources[job.name]
-        log.info("%s: extracted %s", job.name, ", ".join(
-            f"{len(f):,} {'earlier ledger rows' if n == 'history' else n}" for n, f in extracted.items()))
-        decisions[job.name] = decide(job, extracted, ctx.as_of)
-        log.info("%s: %s", job.name, decision_line(decisions[job.name]))
-    # Ids the ledger knows spelled another way: the source changed under the night, and its
-    # history would be lost; nothing is written, not even what earlier runs left.
-    if not (changed := respelled_ids(ctx.database, jobs, decisions, sources)).empty:
-        raise SourceIdsChanged(stop_line(changed))
-    earlier = send_unsent(ctx)
-    if not earlier.empty:
-        log.info("earlier runs: %s", count_line(earlier))
-    rows, drafts, facts, warnings = [earlier], [], [], []
-    for job in jobs:
-        extracted, decision = sources[job.name], decisions[job.name]
-        winners, job_rows = reserve(ctx, job, decision)            # 3. reserve
-        log.info("%s: reserved %s of %s new", job.name, f"{len(winners):,}",
-                 f"{len(decision.to_reserve):,}")
-        composed = compose(ctx, job, winners, extracted)           # 4. compose (and store)
-        if not winners.empty:
-            log.info("%s: composed %s email(s)%s", job.name, f"{len(composed.emails):,}",
-                     f", {len(composed.failures)} could not be rendered" if composed.failures else "")
-        delivered = deliver_won(ctx, job, winners, composed)       # 5. deliver
-        if not delivered.empty:
-            log.info("%s: %s", job.name, count_line(delivered))
-        rows += [job_rows, delivered]
-        drafts += composed.drafts
-        warnings += composed.without_pdf()
-        # What a person knows each due key by (summary.rows); keys settled by earlier runs
-        # are read without their text (sql/extract_contracts): nothing is known of them.
-        facts.append(facts_of(job.name, decision.due, {e.key: e.subject for e in composed.emails},
-                              decision.quarantined, job.source))
-    pruned, retained = retention(ctx)
-    summary = report(ctx, concat_rows(rows), drafts, pd.concat(facts, ignore_index=True))  # 6. report
-    summary.pruned = pruned
-    summary.warnings.extend(warnings + retained)
+        raise ConfigError(database_problem(exc, "the database refused the night (what was reserved and"
+                                           " not sent goes out with the next run)")) from None
+    publish(summary)
     return summary
 
 
-def retention(ctx: RunContext) -> tuple[int, list[str]]:
-    """With DUEFLOW_RETAIN_BODIES_DAYS, after the night's sends: the bodies and addresses of
-    settled rows whose step got out that many days before the night (or before today, for a
-    night ahead) are pruned (sql/prune_bodies). How many, and a warning if the database
-    would not: the night's emails are out by now."""
-    from datetime import timedelta
-
-    from dueflow.tasks.adapters import db
-
-    days = ctx.settings.retain_bodies_days
-    if not days or ctx.params.dry_run or ctx.params.adopt:
-        return 0, []
-    before = min(ctx.as_of, ctx.settings.today()) - timedelta(days=days)
-    try:
-        pruned = db.prune_bodies(ctx.database.engine, before)
-    except Exception as exc:
-        if not db.transient(exc):
-            raise
-        return 0, [f"retention: could not prune the bodies of rows before {before} ({exc}); the next"
-                   " run tries again"]
-    get_run_logger().info("retention: pruned the bodies and addresses of %s settled row(s) whose step got"
-                          " out before %s (DUEFLOW_RETAIN_BODIES_DAYS=%s)", f"{pruned:,}", before, days)
-    return pruned, []
+ARTIFACT_ROWS = 1000  # rows of the table artifact, problems first
 
 
-def read_sources(ctx: RunContext, job: NightJob) -> dict[str, pd.DataFrame]:
-    """One job's extract. A database that refuses it (a statement timeout, a permission, a
-    value an expression of the mapping cannot read) does so before anything is written."""
-    from dueflow.tasks.steps import SourcesRefused, extract
+def publish(summary: RunSummary) -> None:
+    """The run's artifacts, unless the Prefect API was lost (its client's retries would take
+    minutes per artifact): a table of this run's rows, what needs attention first, and a
+    markdown summary (no secrets in either). A dry run publishes under its own keys, so a
+    preview never becomes the latest production summary. Published by the flow itself, not
+    a task: the artifacts belong to the flow run (its Artifacts tab lists them)."""
+    from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
-    extracted = extract(job, ctx.database, ctx.as_of)
-    if isinstance(extracted, SourcesRefused):
-        raise ConfigError(extracted.line)
-    return extracted
-
-
-def report(ctx: RunContext, rows: pd.DataFrame, drafts: list[Draft], facts: pd.DataFrame) -> RunSummary:
-    """The run's summary and artifacts. The work is recorded by now: losing the database
-    here is worth a warning, not a failure."""
     from dueflow.flows.prefect_api import unreachable
-    from dueflow.tasks.adapters import db
-    from dueflow.tasks.core.report import bounced_rows, concat_rows, drafts_frame, summarize
-    from dueflow.tasks.deliver import stopped_because
-    from dueflow.tasks.steps import publish_report
+    from dueflow.tasks.core.frames import records
+    from dueflow.tasks.core.report import markdown, table_rows
+    from dueflow.tasks.core.statuses import RowStatus
 
-    warnings: list[str] = stopped_because(ctx.delivery)  # the mail server stopped the night
-    ledger_counts: dict[str, int] = {}
-    unsettled = None
-    if not ctx.params.dry_run:
-        try:
-            ledger_counts = db.unsettled_counts(ctx.database.engine)
-            unsettled = db.unsettled_rows(ctx.database.engine)
-            rows = concat_rows([rows, bounced_rows(db.bounced_rows(ctx.database.engine))])
-        except Exception as exc:
-            if not db.transient(exc):
-                raise
-            warnings.append(f"could not read the ledger's unsettled rows after the run: {exc}")
-    summary = summarize(ctx.as_of, ctx.params.dry_run, ctx.flow_run_id, rows, ledger_counts, unsettled,
-                        drafts_frame(drafts), warnings, facts)
-    if problem := unreachable():  # the client's retries would take minutes per artifact
+    if problem := unreachable():
         summary.warnings.append(f"the Prefect API was lost during the run ({problem}): no artifacts;"
                                 " the ledger holds what was done (docs/prefect-api.md)")
-    else:
-        publish_report(summary)
-    return summary
+        return
+    prefix = "nightly-alerts-dry-run" if summary.dry_run else "nightly-alerts"
+    shown = int((summary.rows["status"] != RowStatus.ALREADY_HANDLED).sum())
+    create_table_artifact(
+        key=f"{prefix}-rows", table=records(table_rows(summary, ARTIFACT_ROWS)),
+        description=summary.headline() + (f" (first {ARTIFACT_ROWS} of {shown} rows)"
+                                          if shown > ARTIFACT_ROWS else ""),
+    )
+    create_markdown_artifact(key=f"{prefix}-summary", markdown=markdown(summary))  # its headline inside
 
 
 def label_run(dry_run: bool, adopt: bool) -> None:
@@ -406,28 +318,27 @@ def add_tags(tags: list[str]) -> None:
         client.update_flow_run(UUID(run_id), tags=sorted({*flow_run.get_tags(), *tags}))
 
 
-def tag_ledger(ctx: RunContext) -> None:
+def tag_ledger(settings: Settings) -> None:
     """Once the run holds the ledger's run lock: tag it with the ledger (stale_runs)."""
     from dueflow.flows.prefect_api import ledger_tag
 
     try:
-        add_tags([ledger_tag(ctx.settings.database_url, ctx.settings.ledger_schema)])
+        add_tags([ledger_tag(settings.database_url, settings.ledger_schema)])
     except Exception as exc:  # the night does not depend on Prefect's bookkeeping
         get_run_logger().warning("could not tag the run with its ledger: %s", type(exc).__name__)
 
 
-def stale_runs(ctx: RunContext) -> list[str]:
+def stale_runs(settings: Settings, flow_run_id: str | None) -> list[str]:
     """At the end of a night, the ledger's run lock still held: every other run that held
     it (tag_ledger) and that Prefect still shows 'Running' lost the API before it could
     record its end — a live one would have recorded it while this night ran; it is marked
     Crashed."""
     from dueflow.flows.prefect_api import crash_stale_runs, ledger_tag, was_lost
 
-    if ctx.flow_run_id is None or was_lost():  # the client would retry for a minute
+    if flow_run_id is None or was_lost():  # the client would retry for a minute
         return []
     try:
-        stale = crash_stale_runs(ctx.flow_run_id, ledger_tag(ctx.settings.database_url,
-                                                             ctx.settings.ledger_schema))
+        stale = crash_stale_runs(flow_run_id, ledger_tag(settings.database_url, settings.ledger_schema))
     except Exception as exc:  # the night does not depend on Prefect's bookkeeping
         return [f"could not look for stale runs in Prefect: {type(exc).__name__}"]
     if stale:

@@ -250,14 +250,14 @@ def _write_probe(database: Any) -> Check:
     from sqlalchemy.exc import DBAPIError
 
     from dueflow.sql import statement
-    from dueflow.tasks.adapters import db
+    from dueflow.tasks.adapters import db_errors
 
     try:
         with database.engine.connect().execution_options(dueflow_write=True) as conn:
             conn.execute(text(statement("write_probe")))
             conn.rollback()
     except DBAPIError as exc:
-        line = db.database_problem(exc, "cannot write")
+        line = db_errors.database_problem(exc, "cannot write")
         detail, _, fix = line.partition(" — fix: ")
         return Check("dueflow's tables", False, detail, fix)
     return Check("dueflow's tables", True, "writable (a write tried in a transaction rolled back)")
@@ -269,17 +269,18 @@ def _timed_read(database: Any, settings: Settings) -> Check:
 
     from sqlalchemy.exc import DBAPIError
 
-    from dueflow.tasks.adapters import db
+    from dueflow.tasks.adapters import db_errors
+    from dueflow.tasks.adapters.sql_store import sql_store
     from dueflow.tasks.jobs import DunningJob, night_jobs
 
     today = settings.today()
     renewal, _ = night_jobs(settings, default_parameters())
     started = time.monotonic()
     try:
-        renewals = renewal.extract(database, today)
-        dunning = DunningJob.extract_all(database)
+        renewals = renewal.extract(sql_store(database), today)
+        dunning = DunningJob.extract_all(sql_store(database))
     except DBAPIError as exc:
-        line = db.database_problem(exc, "reading tonight's source rows failed")
+        line = db_errors.database_problem(exc, "reading tonight's source rows failed")
         detail, _, fix = line.partition(" — fix: ")
         return Check("sources", False, detail, fix)
     seconds = time.monotonic() - started
@@ -295,6 +296,7 @@ def sources_report(settings: Settings) -> list[str]:
     rows (read, quarantined and why, due), and the indexes that would help."""
     from dueflow.tasks.adapters import db
     from dueflow.tasks.adapters.sources import SourceError, index_advice
+    from dueflow.tasks.adapters.sql_store import sql_store
     from dueflow.tasks.jobs import night_jobs
 
     database = db.Database(settings.database_url, settings.db_lock_timeout, settings.ledger_schema)
@@ -316,9 +318,10 @@ def sources_report(settings: Settings) -> list[str]:
 
     today = settings.today()
     renewal_job, dunning_job = night_jobs(settings, default_parameters())
-    renewals = renewal_job.extract(database, today)
+    store = sql_store(database)
+    renewals = renewal_job.extract(store, today)
     renewal = renewal_job.decide(renewals, today)
-    dunning = dunning_job.extract_all(database)
+    dunning = dunning_job.extract_all(store)
     reminders = dunning_job.decide(dunning, today)
     lines += ["", f"Tonight ({today}), through the real extract and rules (default parameters; nothing"
               " written):"]

@@ -25,25 +25,20 @@ import math
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
-from functools import partial
-from types import TracebackType
-from typing import Any, Protocol, TypeVar
-
-from prefect import task, unmapped
-from prefect.cache_policies import NO_CACHE
+from typing import TypeVar
 
 from dueflow.blocks.endpoints import MailConfig
 from dueflow.tasks import progress
-from dueflow.tasks.adapters import db
-from dueflow.tasks.adapters.db import Database
 from dueflow.tasks.adapters.mail import BreakerOpen, ServerBreaker, open_transport
 from dueflow.tasks.core.addresses import Mailbox
 from dueflow.tasks.core.defaults import SMTP_MAX_CONNECTION_FAILURES
 from dueflow.tasks.core.message import OutgoingEmail
-from dueflow.tasks.core.statuses import MailFault, RowStatus, SendResult, SendStatus
+from dueflow.tasks.core.outcomes import outcome_row
+from dueflow.tasks.core.ports import DeliveryLedger, MailTransport
+from dueflow.tasks.core.statuses import MailFault, RowStatus, SendStatus
 
 MAX_BATCH = 200
 GROUP_MAX = 20  # emails claimed, and outcomes recorded, per ledger transaction
@@ -56,35 +51,9 @@ STOP = threading.Event()
 T = TypeVar("T")
 
 
-class DeliveryLedger(Protocol):
-    """The ledger as a delivery uses it: db.SqlLedger over the database; an in-memory fake
-    in the unit tests (tests/helpers/fakes.py)."""
-
-    def settle(self, token: str, as_of: date, outcomes: Sequence[Mapping[str, Any]] = (),
-               release: Sequence[str] = (), claim: Sequence[str] = ()) -> list[OutgoingEmail]:
-        """Record outcomes, release claims and claim the next group in one transaction;
-        the messages of the keys claimed (db.settle)."""
-        ...
-
-    def statuses(self, keys: Sequence[str]) -> dict[str, str]:
-        """The ledger status of each of these keys it holds."""
-        ...
-
-    def claims(self, keys: Sequence[str]) -> dict[str, str]:
-        """Per key: 'unclaimed', 'claimed' (pending) or its settled status (db.claimed_keys)."""
-        ...
-
-
-class MailTransport(Protocol):
-    """What a delivery sends through: adapters/mail.py's SMTP and file transports; an
-    in-memory fake in the unit tests."""
-
-    def send(self, email: OutgoingEmail) -> SendResult: ...
-
-    def __enter__(self) -> MailTransport: ...
-
-    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
-                 traceback: TracebackType | None) -> None: ...
+# What opens a batch's connection to the mail server: adapters/mail.py's SMTP or file
+# transport; the unit layer's nights give an in-memory one.
+Transports = Callable[[MailConfig, Mailbox, ServerBreaker], MailTransport]
 
 
 @dataclass(frozen=True)
@@ -114,12 +83,13 @@ class DeliverySettings:
 
     mail: MailConfig
     sender: Mailbox
-    database: Database
+    ledger: DeliveryLedger  # picklable in SQL (the database's URL), shared in memory
     as_of: date
     retry_backoff: timedelta = timedelta(hours=1)
     max_failures: int = SMTP_MAX_CONNECTION_FAILURES  # connection faults in a row that stop the night
     # The night these deliveries belong to: they share one ServerBreaker (per process).
     night: str = field(default_factory=lambda: uuid.uuid4().hex)
+    transports: Transports = open_transport
 
 
 _BREAKERS: dict[str, ServerBreaker] = {}
@@ -167,7 +137,7 @@ class LedgerLost(Exception):
     """The ledger could not be written after several tries."""
 
 
-def _with_ledger(write: Callable[[], T]) -> T:
+def _with_ledger(ledger: DeliveryLedger, write: Callable[[], T]) -> T:
     """Run a ledger write, trying again for a few seconds while the failure looks transient
     (a terminated connection; SQLite's busy lock, after its own wait, is tried once more).
     Every write of a delivery is safe to repeat."""
@@ -176,7 +146,7 @@ def _with_ledger(write: Callable[[], T]) -> T:
         try:
             return write()
         except Exception as exc:
-            if pause is None or not db.transient(exc) or time.monotonic() > deadline:
+            if pause is None or not ledger.transient(exc) or time.monotonic() > deadline:
                 raise LedgerLost(f"{type(exc).__name__}: {str(getattr(exc, 'orig', exc)).strip()[:200]}"
                                  ) from exc
             time.sleep(pause)
@@ -221,7 +191,7 @@ class _Batch:
 
     def settle(self, release: Sequence[str] = (), claim: Sequence[str] = ()) -> list[OutgoingEmail]:
         """Record the unrecorded outcomes, release and claim, in one transaction."""
-        claimed = _with_ledger(lambda: self.ledger.settle(self.token, self.settings.as_of,
+        claimed = _with_ledger(self.ledger, lambda: self.ledger.settle(self.token, self.settings.as_of,
                                                           self.unrecorded, release, claim))
         self.unrecorded = []
         return claimed
@@ -238,7 +208,7 @@ class _Batch:
         # answered, only building its ledger row is left, which cannot fail (issue 25).
         retry_after = retry_time(datetime.now(UTC), self.settings.retry_backoff)
         result = transport.send(email)
-        self.unrecorded.append(db.outcome_row(email.key, result, retry_after))
+        self.unrecorded.append(outcome_row(email.key, result, retry_after))
         self.note(email.key, _ROW_STATUS[result.status], result.error or result.smtp_response)
         with contextlib.suppress(Exception):  # a broken terminal must not stop a delivery
             progress.advance()  # the terminal's progress line, when the CLI shows one
@@ -323,11 +293,11 @@ _OTHERS = {"sent": RowStatus.ALREADY_HANDLED, "adopted": RowStatus.ALREADY_HANDL
            "failed": RowStatus.FAILED, "pending": RowStatus.PENDING}
 
 
-@task(name="deliver-batch", cache_policy=NO_CACHE)
-def deliver_batch(items: Sequence[Recipient], settings: DeliverySettings) -> list[Delivery]:
-    """Claim, send and record the batch's keys group by group (see the module's doc)."""
-    batch = _Batch(items, settings, db.SqlLedger(settings.database.engine))
-    return batch.run(open_transport(settings.mail, settings.sender, batch.breaker))
+def deliver_one_batch(items: Sequence[Recipient], settings: DeliverySettings) -> list[Delivery]:
+    """Claim, send and record one batch's keys group by group (see the module's doc): the
+    body of the deliver-batch step (tasks/steps.py)."""
+    batch = _Batch(items, settings, settings.ledger)
+    return batch.run(settings.transports(settings.mail, settings.sender, batch.breaker))
 
 
 def batches(items: Sequence[Recipient], workers: int) -> list[list[Recipient]]:
@@ -338,17 +308,11 @@ def batches(items: Sequence[Recipient], workers: int) -> list[list[Recipient]]:
     return [list(items[i : i + size]) for i in range(0, len(items), size)]
 
 
-def deliver(items: Sequence[Recipient], settings: DeliverySettings, workers: int) -> list[Delivery]:
-    """Map `deliver_batch` over the batches on the flow's bounded task runner; then one
-    second pass over what a batch could not reach because the ledger was unavailable."""
-    progress.expect(len(items))
-    return with_second_pass(items, settings, partial(_map, settings=settings, workers=workers))
-
-
 def with_second_pass(items: Sequence[Recipient], settings: DeliverySettings,
                      send: Callable[[Sequence[Recipient]], list[Delivery]]) -> list[Delivery]:
     """`send` the items; then once more the ones a batch could not reach because the
     ledger was unavailable (unless the night was stopped or its breaker opened)."""
+    progress.expect(len(items))
     deliveries = send(items)
     retry = [Recipient(d.key, d.recipient) for d in deliveries
              if d.status == RowStatus.NOT_SENT and d.ledger_unavailable]
@@ -358,24 +322,12 @@ def with_second_pass(items: Sequence[Recipient], settings: DeliverySettings,
     return deliveries
 
 
-def _map(items: Sequence[Recipient], settings: DeliverySettings, workers: int) -> list[Delivery]:
-    groups = batches(items, workers)
-    futures = deliver_batch.map(groups, unmapped(settings))
-    deliveries: list[Delivery] = []
-    for batch, future in zip(groups, futures, strict=True):
-        try:
-            deliveries.extend(future.result())
-        except Exception as exc:
-            deliveries.extend(_after_a_crash(batch, settings, exc))
-    return deliveries
-
-
-def _after_a_crash(batch: Sequence[Recipient], settings: DeliverySettings,
-                   exc: Exception) -> list[Delivery]:
+def after_a_crash(batch: Sequence[Recipient], settings: DeliverySettings,
+                  exc: Exception) -> list[Delivery]:
     """A batch died: what the ledger says of each of its keys. A row it never claimed was
     surely not sent (a later run sends it); a claimed one stays pending, in doubt."""
     try:
-        claimed = db.SqlLedger(settings.database.engine).claims([item.key for item in batch])
+        claimed = settings.ledger.claims([item.key for item in batch])
     except Exception:
         claimed = None
     out = []

@@ -22,7 +22,7 @@ from datetime import date, timedelta
 
 from dueflow.blocks.errors import ConfigError
 from dueflow.blocks.settings import Settings
-from dueflow.tasks.adapters import db
+from dueflow.tasks.adapters.sql_store import open_sql
 from dueflow.tasks.core import defaults
 from dueflow.tasks.core.forecast import (
     forecast_rows,
@@ -43,6 +43,7 @@ from dueflow.tasks.core.parameters import (
     leads_of,
     locale_of,
 )
+from dueflow.tasks.core.ports import Store
 from dueflow.tasks.core.render import Composed
 from dueflow.tasks.jobs import DunningJob, RenewalJob, dunning_rules
 
@@ -83,7 +84,7 @@ def forecast(
         start = forecast_start(start or settings.today())
     except ParameterError as exc:
         raise ConfigError(str(exc)) from None
-    database = db.open_database(settings)
+    store = Store(*open_sql(settings))
     sender, look = settings.sender(), settings.email_look()
     calendar = settings.calendar()
     any_day = settings.with_parameters(renewal_on_any_day=renewal_on_any_day).renewal_on_any_day
@@ -94,12 +95,12 @@ def forecast(
                          rules=dunning_rules(settings, dunning_delays, counted_from, unit, calendar))
 
     # The dunning extraction of every open invoice: one read serves every night.
-    invoices = dunning.extract_all(database)
+    invoices = dunning.extract_all(store)
     dunning_history = invoices["history"]
     renewals_reserved = pd.DataFrame(columns=["subject_id", "cycle", "step_rank"])
     parts: list[pd.DataFrame] = []
     for night in (start + timedelta(days=n) for n in range(days)):
-        contracts = renewal.extract(database, night)
+        contracts = renewal.extract(store, night)
         contracts["history"] = with_reserved_renewals(contracts["history"], renewals_reserved)
         due = renewal.decide(contracts, night).to_reserve
         if not due.empty:

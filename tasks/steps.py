@@ -1,42 +1,53 @@
-"""The run's steps as Prefect tasks: extract, decide, quarantine, reserve, plan, compose
-and store, report.
+"""The night's steps as Prefect tasks, one home for all of them: each is a task run in the
+UI (extract-renewals, decide-dunning, reserve-slots, compose-and-store-dunning,
+deliver-batch, …), named for what it does. The night (tasks/night.py) calls them in
+order; the unit layer calls the same functions without Prefect (`Direct` there).
 
-Each wraps a method of a job (tasks/jobs.py), a function of the pure core (`tasks.core`)
-or of the database adapter; the wrappers only add Prefect's bookkeeping (a task run per
-step and job in the UI: extract-renewals, decide-dunning, …). DataFrames pass between
-tasks in memory, so no task hashes its inputs (NO_CACHE) and nothing is persisted.
+One convention: a step takes what it works on and the `Store` (or the ledger) it reads
+and writes, and returns plain values. A step whose every write is safe to run twice
+declares retries for transient database errors (a lost connection, SQLite's busy lock):
+reading the sources, storing messages (a row keeps the first message stored on it), the
+quarantine. The reservation declares none: a retry after a lost acknowledgement would
+find its own keys taken and leave them to the next night. A delivery batch declares none:
+a second execution of it sends nothing its first may have handed over (tasks/deliver.py).
+DataFrames pass between tasks in memory, so no task hashes its inputs (NO_CACHE) and
+nothing is persisted.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
-from datetime import date
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, fields
+from datetime import UTC, date, datetime, timedelta
+from typing import Any
 
-from prefect import task
-from prefect.artifacts import create_markdown_artifact, create_table_artifact
+from prefect import task, unmapped
 from prefect.cache_policies import NO_CACHE
-from sqlalchemy.exc import DBAPIError
 
-from dueflow.blocks.settings import LLMConfig
-from dueflow.tasks.adapters import db
-from dueflow.tasks.adapters.db import Database
-from dueflow.tasks.adapters.sources import failing_expressions
-from dueflow.tasks.core.decide import (
-    Decision,
-)
-from dueflow.tasks.core.frames import pd, records
-from dueflow.tasks.core.phrasebook import DRAFTED_STEPS, Phrasebook
+from dueflow.tasks.adapters.db_errors import transient
+from dueflow.tasks.core.decide import Decision, retried_keys
+from dueflow.tasks.core.frames import pd
+from dueflow.tasks.core.message import OutgoingEmail
+from dueflow.tasks.core.ports import Ledger, Store
 from dueflow.tasks.core.render import Composed, Prepared
-from dueflow.tasks.core.report import RunSummary, markdown, table_rows
-from dueflow.tasks.core.statuses import RowStatus
 from dueflow.tasks.core.tone import Draft
+from dueflow.tasks.core.validate import as_dates
+from dueflow.tasks.deliver import Delivery, DeliverySettings, Recipient, deliver_one_batch, retry_time
+from dueflow.tasks.jobs import Extracted, NightJob
 
-if TYPE_CHECKING:
-    from dueflow.tasks.jobs import NightJob
+# Transient errors are tried again after these pauses (seconds).
+RETRY_DELAYS: list[float] = [1.0, 5.0]
 
-ARTIFACT_ROWS = 1000
+
+def after_transient_error(task: Any, task_run: Any, state: Any) -> bool:
+    """Prefect's retry condition: only an error another attempt may not meet."""
+    try:
+        error = state.result(raise_on_failure=False)
+    except Exception:
+        return False
+    return isinstance(error, BaseException) and transient(error)
+
+
 
 
 @dataclass(frozen=True)
@@ -49,106 +60,146 @@ class SourcesRefused:
     line: str
 
 
-def _read_or_refusal(what: str, read: Callable[[], dict[str, pd.DataFrame]], database: Database
-                     ) -> dict[str, pd.DataFrame] | SourcesRefused:
+@task(name="extract", task_run_name="extract-{job.label}", cache_policy=NO_CACHE, retries=len(RETRY_DELAYS),
+      retry_delay_seconds=RETRY_DELAYS, retry_condition_fn=after_transient_error)
+def extract(job: NightJob, store: Store, as_of: date) -> Extracted | SourcesRefused:
+    """One job's extract (`job.extract`); sources that refuse it say so in one line, and
+    nothing was written."""
     try:
-        return read()
-    except DBAPIError as exc:
-        if db.transient(exc):
+        return job.extract(store, as_of)
+    except Exception as exc:
+        line = store.sources.refused(exc, f"reading the {job.source} failed; nothing was written")
+        if line is None:
             raise
-        doing = f"reading the {what} failed; nothing was written"
-        failing = failing_expressions(database.engine, database.sources) if database.sources else []
-        if failing:
-            return SourcesRefused(f"{doing}: " + "; ".join(problem.line() for problem in failing))
-        return SourcesRefused(db.database_problem(exc, doing))
-
-
-@task(name="extract", task_run_name="extract-{job.label}", cache_policy=NO_CACHE)
-def extract(job: NightJob, database: Database, as_of: date) -> dict[str, pd.DataFrame] | SourcesRefused:
-    """One job's extract (`job.extract`); a database that refuses it says so in one line,
-    naming the mapping's expression that fails on a value when one does."""
-    return _read_or_refusal(job.source, lambda: job.extract(database, as_of), database)
+        return SourcesRefused(line)
 
 
 @task(name="decide", task_run_name="decide-{job.label}", cache_policy=NO_CACHE)
-def decide(job: NightJob, extracted: dict[str, pd.DataFrame], as_of: date) -> Decision:
+def decide(job: NightJob, extracted: Extracted, as_of: date) -> Decision:
     return job.decide(extracted, as_of)
 
 
-@task(name="quarantine-rows", cache_policy=NO_CACHE)
-def quarantine_rows(database: Database, job: str, rows: pd.DataFrame, as_of: date,
+@task(name="retry-failed", cache_policy=NO_CACHE)
+def retry_failed(store: Store, jobs: Sequence[NightJob], as_of: date, flow_run_id: str | None,
+                 max_attempts: int, backoff: timedelta) -> list[tuple[str, str]]:
+    """Failed rows due for another attempt go back to pending (G4) with their message
+    rendered again from the source rows as they are now: a retry goes to the address the
+    data now says, with what the email now shows. A permanent failure (a mailbox refused
+    it) is retried only when it would now go to another address. Never a `pending` row
+    (G3). Returns the retries that could not be rendered, with why: they stay failed, the
+    attempt counted and the next one after `backoff`."""
+    now = datetime.now(UTC)
+    candidates = store.ledger.retry_candidates(as_of, max_attempts, now)
+    if candidates.empty:
+        return []
+    composed = changed_attachments(candidates, render_again(store, jobs, candidates))
+    rendered = pd.DataFrame([e.as_row() for e in composed.emails],
+                            columns=[f.name for f in fields(OutgoingEmail)])
+    keys = set(retried_keys(candidates, rendered))
+    store.ledger.requeue_failed(flow_run_id, [e.as_row() for e in composed.emails if e.key in keys])
+    transient_failures = set(candidates.loc[~candidates["permanent"], "key"])
+    unrendered = [(key, reason) for key, reason in composed.failures if key in transient_failures]
+    store.ledger.record_unrendered_retries(unrendered, retry_time(now, backoff))
+    return unrendered
+
+
+def render_again(store: Store, jobs: Sequence[NightJob], rows: pd.DataFrame) -> Composed:
+    """Ledger rows' messages rendered again by their jobs, each for the night it was
+    reserved (its `as_of`)."""
+    composed = Composed()
+    nights = as_dates(rows["as_of"])
+    for night in sorted(nights.dropna().unique()):  # one render per reservation night
+        of_night = rows[nights == night]
+        for job in jobs:
+            mine = of_night[of_night["job"] == job.name]
+            if not mine.empty:
+                composed += job.render_again(store, mine, pd.Timestamp(night).date())
+    return composed
+
+
+def changed_attachments(candidates: pd.DataFrame, composed: Composed) -> Composed:
+    """`composed` with the retries whose invoice PDF is not the one their first message
+    named moved to its failures: a retry sends the identical file, or nothing (G2)."""
+    if "attachment_sha256" not in candidates:
+        return composed
+    stored = {key: sha for key, sha in zip(candidates["key"], candidates["attachment_sha256"], strict=True)
+              if isinstance(sha, str) and sha}
+    kept, failures = [], list(composed.failures)
+    for email in composed.emails:
+        before = stored.get(email.key)
+        if before is None or email.attachment_sha256 == before:
+            kept.append(email)
+            continue
+        now = (f"now sha256 {email.attachment_sha256[:16]}…" if email.attachment_sha256
+               else (email.attachment_note or "now not attached").removeprefix("not attached: "))
+        failures.append((email.key, f"not sent again: the invoice PDF is not the one its first message"
+                                    f" carried (sha256 {before[:16]}…; {now}); put the original file back"
+                                    " and the next run sends it"))
+    return Composed(kept, failures, composed.drafts)
+
+
+@task(name="quarantine-rows", cache_policy=NO_CACHE, retries=len(RETRY_DELAYS),
+      retry_delay_seconds=RETRY_DELAYS, retry_condition_fn=after_transient_error)
+def quarantine_rows(ledger: Ledger, job: str, rows: pd.DataFrame, as_of: date,
                     flow_run_id: str | None) -> None:
-    db.quarantine(database.engine, job, rows, as_of, flow_run_id)
+    ledger.quarantine(job, rows, as_of, flow_run_id)
 
 
 @task(name="reserve-slots", cache_policy=NO_CACHE)
-def reserve_slots(
-    database: Database, job: str, candidates: pd.DataFrame, as_of: date, flow_run_id: str | None,
-    status: str = "pending",
-) -> tuple[set[str], dict[str, str]]:
+def reserve_slots(ledger: Ledger, job: str, candidates: pd.DataFrame, as_of: date, flow_run_id: str | None,
+                  status: str = "pending") -> tuple[set[str], dict[str, str]]:
     """One bulk INSERT … ON CONFLICT DO NOTHING RETURNING: the keys this run won, and for
     the candidates it did not win, their ledger status (absent: the source row changed
     after extraction and the reservation's re-check refused it)."""
-    won = db.reserve(database, job, candidates, as_of, flow_run_id, status)
+    won = ledger.reserve(job, candidates, as_of, flow_run_id, status)
     lost = [key for key in candidates["key"] if key not in won]
-    return won, db.ledger_status(database.engine, lost)
-
-
-@task(name="store-messages", cache_policy=NO_CACHE)
-def store_messages(database: Database, composed: Composed) -> None:
-    """Commit each rendered message on its ledger row before anything is sent (G2), and
-    mark the rows that could not be rendered as failed (known not sent)."""
-    db.store_messages(database.engine, [email.as_row() for email in composed.emails])
-    db.record_unrendered(database.engine, composed.failures)
+    return won, ledger.statuses(lost)
 
 
 @task(name="plan-reminder-paragraphs", cache_policy=NO_CACHE)
-def draft_reminders(winners: pd.DataFrame, database: Database, as_of: date, timezone: str,
-                    book: Phrasebook, llm: LLMConfig | None, ask_model: bool = True) -> list[Draft]:
-    """The paragraph of each REMINDED_1/2 among `winners` (G7): dueflow's plan from the
-    client's payment history, and the model's where one is configured and its answer is a
-    valid plan. The model is asked only here, only for keys this run just reserved
-    (`ask_model`): a retry resends the stored paragraph."""
-    from dueflow.tasks.adapters.llm_client import plan_paragraphs
-    from dueflow.tasks.core.tone import payment_history_frame
-
-    reminders = winners[winners["step"].isin(DRAFTED_STEPS)]
-    if reminders.empty:
-        return []
-    # Through the same text reading as the extract: no value of a source column can raise
-    # here where the extract would have quarantined its row.
-    clients = reminders["client_id"].dropna().astype(str).unique().tolist()
-    history = payment_history_frame(db.rows_by_id(database, "client_payment_history_of", clients), timezone)
-    return plan_paragraphs(reminders, history, as_of, book, llm, ask_model)
+def plan(job: NightJob, winners: pd.DataFrame, store: Store, as_of: date) -> list[Draft]:
+    """The paragraph of each reminder among one chunk of tonight's winners (G7,
+    `job.plan`): the model is asked only here, only for keys this run just reserved."""
+    return job.plan(winners, store, as_of)
 
 
-@task(name="compose-and-store", task_run_name="compose-and-store-{job.label}", cache_policy=NO_CACHE)
-def compose_and_store(job: NightJob, winners: pd.DataFrame, extracted: dict[str, pd.DataFrame], as_of: date,
-                      database: Database, store: bool) -> Prepared:
-    """Render one chunk of tonight's winners (`job.drafts`, then `job.compose`) and, unless
-    this is a dry run (`store` false), commit each message on its ledger row before anything
-    is sent (G2); rows that could not be rendered are marked failed. Returns only the
-    addressing: Prefect keeps every task's result until the flow run ends, and a chunk's
-    messages take tens of MB."""
-    composed = job.compose(winners, extracted, as_of, job.drafts(winners, database, as_of))
+@task(name="compose-and-store", task_run_name="compose-and-store-{job.label}", cache_policy=NO_CACHE,
+      retries=len(RETRY_DELAYS), retry_delay_seconds=RETRY_DELAYS, retry_condition_fn=after_transient_error)
+def compose_and_store(job: NightJob, winners: pd.DataFrame, extracted: Extracted, as_of: date,
+                      drafts: list[Draft], ledger: Ledger, store: bool) -> Prepared:
+    """Render one chunk of tonight's winners (`job.compose`) and, unless this is a dry run
+    (`store` false), commit each message on its ledger row before anything is sent (G2);
+    rows that could not be rendered are marked failed. Returns only the addressing: Prefect
+    keeps every task's result until the flow run ends, and a chunk's messages take tens of
+    MB."""
+    composed = job.compose(winners, extracted, as_of, {d.key: d for d in drafts})
     if store:
-        db.store_messages(database.engine, [email.as_row() for email in composed.emails])
-        db.record_unrendered(database.engine, composed.failures)
+        ledger.store_messages([email.as_row() for email in composed.emails])
+        ledger.record_unrendered(composed.failures)
     return composed.addressed()
 
 
-def publish_report(summary: RunSummary) -> None:
-    """A table artifact of this run's rows, what needs attention first, and a markdown
-    summary (no secrets in either). A dry run publishes under its own keys, so a preview
-    never becomes the latest production summary. Called by the flow itself, not as a task:
-    the artifacts belong to the flow run (its Artifacts tab lists them under the run, not
-    under a task run)."""
-    prefix = "nightly-alerts-dry-run" if summary.dry_run else "nightly-alerts"
-    shown = int((summary.rows["status"] != RowStatus.ALREADY_HANDLED).sum())
-    table = table_rows(summary, ARTIFACT_ROWS)
-    create_table_artifact(
-        key=f"{prefix}-rows", table=records(table),
-        description=summary.headline() + (f" (first {ARTIFACT_ROWS} of {shown} rows)"
-                                          if shown > ARTIFACT_ROWS else ""),
-    )
-    create_markdown_artifact(key=f"{prefix}-summary", markdown=markdown(summary))  # its headline inside
+@task(name="store-messages", cache_policy=NO_CACHE, retries=len(RETRY_DELAYS),
+      retry_delay_seconds=RETRY_DELAYS, retry_condition_fn=after_transient_error)
+def store_messages(ledger: Ledger, composed: Composed) -> None:
+    """Commit each rendered message on its ledger row before anything is sent (G2), and
+    mark the rows that could not be rendered as failed (known not sent)."""
+    ledger.store_messages([email.as_row() for email in composed.emails])
+    ledger.record_unrendered(composed.failures)
+
+
+@task(name="deliver-batch", cache_policy=NO_CACHE)
+def deliver_batch(items: Sequence[Recipient], settings: DeliverySettings) -> list[Delivery]:
+    """Claim, send and record the batch's keys group by group (tasks/deliver.py)."""
+    return deliver_one_batch(items, settings)
+
+
+class Prefect:
+    """The flow's way of calling a step: a task run each (tasks/night.py `Steps`); a map
+    runs on the flow's bounded task runner."""
+
+    def __call__(self, step: Any, *args: Any, **kwargs: Any) -> Any:
+        return step(*args, **kwargs)
+
+    def map(self, step: Any, items: Sequence[Any], *shared: Any) -> list[Callable[[], Any]]:
+        return [future.result for future in step.map(items, *(unmapped(value) for value in shared))]

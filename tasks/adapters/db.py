@@ -23,14 +23,15 @@ from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, SQLAlch
 
 from dueflow.blocks.errors import ConfigError
 from dueflow.sql import statement
+from dueflow.tasks.adapters.db_errors import CANCELED, database_problem, sqlstate, transient
 from dueflow.tasks.adapters.sources import ResolvedSources, resolve_sources
 from dueflow.tasks.core.bounces import copy_digests
 from dueflow.tasks.core.defaults import DB_LOCK_TIMEOUT
 from dueflow.tasks.core.frames import pd, records
 from dueflow.tasks.core.keys import Job, dunning_key, id_forms, parse_key, renewal_key
 from dueflow.tasks.core.message import OutgoingEmail
+from dueflow.tasks.core.outcomes import utc_stamp
 from dueflow.tasks.core.sources import DEFAULT_MAPPING, SourceMapping
-from dueflow.tasks.core.statuses import SendResult
 from dueflow.tasks.core.text import VALID_UTF8
 from dueflow.tasks.core.validate import business_dates
 
@@ -157,34 +158,6 @@ def _configure_sqlite(engine: Engine, lock_timeout: float) -> None:
         # transaction is atomic; readers begin DEFERRED and never wait for a writer (WAL).
         write = connection.get_execution_options().get("dueflow_write", False)
         connection.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
-
-
-# SQLSTATEs of a session the server ended (57P01 admin shutdown: pg_terminate_backend, a
-# restart; 57P02 crash shutdown; 57P03 cannot connect now) and class 08, connection exceptions.
-_SESSION_ENDED = ("57P01", "57P02", "57P03")
-
-
-def transient(exc: BaseException) -> bool:
-    """A database error that another attempt may not meet: the connection was lost (the
-    server restarted, a session was terminated) or SQLite's write lock was busy. Read from
-    the driver's error codes, never its message."""
-    import sqlite3
-
-    if not isinstance(exc, DBAPIError):
-        return False
-    if exc.connection_invalidated:
-        return True
-    orig = exc.orig
-    if isinstance(orig, sqlite3.OperationalError):
-        return orig.sqlite_errorcode & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
-    import psycopg2
-
-    if isinstance(orig, psycopg2.InterfaceError):  # the connection was already closed
-        return True
-    if isinstance(orig, psycopg2.OperationalError):
-        code = orig.pgcode  # None: libpq's own failure to reach or keep the server
-        return code is None or code.startswith("08") or code in _SESSION_ENDED
-    return False
 
 
 @contextmanager
@@ -554,19 +527,6 @@ def _key_list(engine: Engine, keys: Sequence[str]) -> str:
     return pg_array(keys) if dialect(engine) == "postgresql" else json.dumps(list(keys))
 
 
-def utc_stamp(moment: datetime) -> str:
-    """One text form for timestamps dueflow compares itself (both backends)."""
-    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S+00:00")
-
-
-def outcome_row(key: str, result: SendResult, retry_after: datetime | None = None) -> dict[str, Any]:
-    """Parameters of sql/record_outcome for one send: `sent`, `failed` (retryable after
-    `retry_after` unless permanent), or still `pending` with the error."""
-    return {"key": key, "status": str(result.status), "smtp_response": result.smtp_response,
-            "error": result.error, "permanent": result.permanent,
-            "retry_after": utc_stamp(retry_after) if retry_after and not result.permanent else None}
-
-
 def settle(
     engine: Engine,
     token: str,
@@ -599,24 +559,6 @@ def settle(
             attachment_size=None if row.attachment_size is None else int(row.attachment_size))
             for row in rows}
     return [claimed[key] for key in claim if key in claimed]
-
-
-@dataclass(frozen=True)
-class SqlLedger:
-    """The ledger's delivery statements on one engine: what a delivery batch uses
-    (tasks/deliver.py, DeliveryLedger)."""
-
-    engine: Engine
-
-    def settle(self, token: str, as_of: date, outcomes: Sequence[Mapping[str, Any]] = (),
-               release: Sequence[str] = (), claim: Sequence[str] = ()) -> list[OutgoingEmail]:
-        return settle(self.engine, token, as_of, outcomes, release, claim)
-
-    def statuses(self, keys: Sequence[str]) -> dict[str, str]:
-        return ledger_status(self.engine, keys)
-
-    def claims(self, keys: Sequence[str]) -> dict[str, str]:
-        return claimed_keys(self.engine, keys)
 
 
 def ledger_states(engine: Engine, keys: Sequence[str]) -> pd.DataFrame:
@@ -669,12 +611,13 @@ def record_unrendered_retries(engine: Engine, failures: Sequence[tuple[str, str]
                           for key, error in failures])
 
 
-def retry_candidates(database: Database, as_of: date, max_attempts: int) -> pd.DataFrame:
+def retry_candidates(database: Database, as_of: date, max_attempts: int,
+                     now: datetime | None = None) -> pd.DataFrame:
     """Failed rows that may go out again tonight, with what renders them again
-    (sql/retry_candidates): transient failures due for another attempt, and permanent ones
-    (retried only to a new address; the caller compares)."""
+    (sql/retry_candidates): transient failures due for another attempt (at `now`), and
+    permanent ones (retried only to a new address; the caller compares)."""
     params = {"as_of": as_of.isoformat(), "max_attempts": max_attempts,
-              "now": utc_stamp(datetime.now(UTC))}
+              "now": utc_stamp(now or datetime.now(UTC))}
     frame = read_frame(database.engine, database.source_statement("retry_candidates"), params,
                        dtype=object)
     return frame.assign(permanent=frame["permanent"].astype(bool))
@@ -878,35 +821,6 @@ def unsent_of_run(engine: Engine, flow_run_id: str) -> list[str]:
 def invoice_steps(engine: Engine, invoice_id: str) -> pd.DataFrame:
     """One invoice's dunning steps, in order."""
     return read_frame(engine, statement("invoice_steps"), {"id": invoice_id})
-
-
-# SQLSTATEs a night can meet because of how the database or the user is set up.
-READ_ONLY = "25006"  # read_only_sql_transaction: default_transaction_read_only, a standby
-NO_PRIVILEGE = "42501"  # insufficient_privilege
-CANCELED = "57014"  # query_canceled: statement_timeout (or a cancel)
-
-
-def sqlstate(exc: BaseException) -> str | None:
-    """The SQLSTATE of a PostgreSQL error (None for other errors)."""
-    return getattr(getattr(exc, "orig", None), "pgcode", None)
-
-
-def database_problem(exc: BaseException, doing: str) -> str:
-    """One line for a database error met while `doing` something, with the fix; by SQLSTATE."""
-    said = str(getattr(exc, "orig", None) or exc).strip()
-    reason = said.splitlines()[0][:300] if said else type(exc).__name__
-    code = sqlstate(exc)
-    if code == READ_ONLY:
-        fix = ("connect as a user whose transactions may write (this one is read-only:"
-               " default_transaction_read_only, or a standby server)")
-    elif code == NO_PRIVILEGE:
-        fix = "grant this user what dueflow needs: SELECT on the sources, all rights on dueflow's own tables"
-    elif code == CANCELED:
-        fix = ("raise statement_timeout for this user (ALTER ROLE … SET statement_timeout = '5min'), or"
-               " add the indexes `dueflow check --sources` suggests")
-    else:
-        fix = "see `dueflow check`"
-    return f"{doing}: {reason} — fix: {fix}"
 
 
 def open_database(settings: Any, *, sources: bool = True) -> Database:

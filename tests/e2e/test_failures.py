@@ -12,10 +12,13 @@ from dueflow.blocks.endpoints import parse_mail_url
 from dueflow.flows.nightly_alerts import nightly_alerts
 from dueflow.tasks.adapters import db
 from dueflow.tasks.adapters.db import Database
+from dueflow.tasks.adapters.sql_store import SqlLedger, sql_store
 from dueflow.tasks.core.addresses import Mailbox
 from dueflow.tasks.core.message import OutgoingEmail, message_id_for
-from dueflow.tasks.deliver import DeliverySettings, Recipient, deliver_batch
-from dueflow.tasks.jobs import DunningJob, RenewalJob, retry_failed
+from dueflow.tasks.core.outcomes import utc_stamp
+from dueflow.tasks.deliver import DeliverySettings, Recipient
+from dueflow.tasks.jobs import DunningJob, RenewalJob
+from dueflow.tasks.steps import deliver_batch, retry_failed
 from tests.helpers.concurrency import race
 from tests.helpers.factories import client, contract, insert, invoice, sourced
 from tests.helpers.smtp_server import free_port
@@ -115,7 +118,7 @@ def test_backoff_holds_a_retry_until_it_passes(run_env, smtp_sink):
     assert held.retried == 0 and statuses(url)[key("a")] == "failed"
     with db.engine_for(url).begin() as conn:  # an hour later
         conn.execute(text("UPDATE dueflow_ledger SET retry_after = :t"),
-                     {"t": db.utc_stamp(pd.Timestamp("2000-01-01", tz="UTC").to_pydatetime())})
+                     {"t": utc_stamp(pd.Timestamp("2000-01-01", tz="UTC").to_pydatetime())})
     assert nightly_alerts(as_of=AS_OF, retry_backoff_minutes=60).retried == 1
     assert smtp_sink.keys() == [key("a")]
 
@@ -153,8 +156,8 @@ def reserved(db_url: str, ids: list[str], store: bool = True) -> list[OutgoingEm
 
 
 def delivery_settings(db_url: str, port: int) -> DeliverySettings:
-    return DeliverySettings(parse_mail_url(f"smtp://127.0.0.1:{port}"), SENDER, Database(db_url), AS_OF,
-                            timedelta(0))
+    return DeliverySettings(parse_mail_url(f"smtp://127.0.0.1:{port}"), SENDER, SqlLedger(Database(db_url)),
+                            AS_OF, timedelta(0))
 
 
 def test_concurrent_requeues_never_retry_the_same_row(db_url):
@@ -197,7 +200,7 @@ def test_a_batch_executed_twice_sends_nothing_twice(db_url, smtp_sink):
     smtp_sink.faults.clear()
     jobs = (RenewalJob((30,), "en", SENDER), DunningJob((7, 5, 7), "sent", "UTC", None, SENDER))
     # rendered again from the contract
-    assert retry_failed.fn(sourced(engine), jobs, AS_OF, None, 3, timedelta(0)) == []
+    assert retry_failed.fn(sql_store(sourced(engine)), jobs, AS_OF, None, 3, timedelta(0)) == []
     assert db.ledger_rows(engine).set_index("key").loc[key("c4"), "status"] == "pending"
     retried = deliver_batch.fn(items, settings)
     assert [(d.key, d.status) for d in retried if d.status == "sent"] == [(key("c4"), "sent")]

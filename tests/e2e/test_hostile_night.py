@@ -24,6 +24,7 @@ from sqlalchemy import create_engine, text
 
 from dueflow.flows.nightly_alerts import nightly_alerts
 from dueflow.tasks.adapters import db
+from dueflow.tasks.adapters.sql_store import sql_store
 from dueflow.tasks.core.decide import due_dunning_steps
 from dueflow.tasks.core.keys import dunning_key, printable_id, renewal_key
 from dueflow.tasks.core.message import HEADER_NAMES
@@ -131,7 +132,7 @@ def test_copies_of_an_id_that_take_no_part_do_not_quarantine_it(kind, tmp_path):
     with own_database(kind, tmp_path) as url:
         load(url, kind, "clients", CLIENTS, clients)
         load(url, kind, "invoices", INVOICES, invoices)
-        extracted = DunningJob.extract_all(sourced(url))
+        extracted = DunningJob.extract_all(sql_store(sourced(url)))
     decision = due_dunning_steps(extracted["invoices"], extracted["clients"], extracted["history"],
                                  hostile.AS_OF, (7, 14, 21), "UTC", None, "sent")
     assert set(decision.quarantined["source_id"]) == {"inv-3"}  # its void copy is not paid

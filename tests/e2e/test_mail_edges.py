@@ -14,7 +14,8 @@ import pytest
 from dueflow.flows.nightly_alerts import nightly_alerts
 from dueflow.tasks.adapters import db
 from dueflow.tasks.core.defaults import DELIVERY_WORKERS
-from dueflow.tasks.deliver import LATEST_RETRY, Recipient, deliver_batch, retry_time
+from dueflow.tasks.deliver import LATEST_RETRY, Recipient, retry_time
+from dueflow.tasks.steps import deliver_batch
 from tests.e2e.test_failures import AS_OF, RENEWAL, delivery_settings, key, reserved, statuses
 from tests.helpers.factories import contract, insert
 from tests.helpers.smtp_server import SmtpSink
@@ -29,7 +30,7 @@ def test_a_huge_backoff_never_turns_a_delivered_email_into_pending(db_url, smtp_
     emails = reserved(db_url, ids)
     smtp_sink.faults["later@example.com"] = "rcpt_451"  # a failure: it gets a retry time
     settings = delivery_settings(db_url, smtp_sink.port)
-    huge = type(settings)(settings.mail, settings.sender, settings.database, settings.as_of,
+    huge = type(settings)(settings.mail, settings.sender, settings.ledger, settings.as_of,
                           timedelta(minutes=10**12))
 
     done = deliver_batch.fn([Recipient(e.key, e.recipient) for e in emails], huge)

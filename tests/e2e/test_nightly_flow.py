@@ -152,20 +152,20 @@ def test_messages_are_composed_and_stored_chunk_by_chunk_and_all_stored_before_a
         run_env, smtp_sink, monkeypatch):
     """A surge is rendered a chunk at a time (memory stays bounded); every message is on its
     ledger row before the first one is handed to SMTP (G2), and each is sent once."""
-    from dueflow.tasks import jobs
+    from dueflow.tasks import night, steps
 
     url = run_env
-    monkeypatch.setattr(jobs, "COMPOSE_CHUNK", 3)
+    monkeypatch.setattr(night, "COMPOSE_CHUNK", 3)
     monkeypatch.setattr(db, "ANALYZE_BEFORE_STORING", 8)  # a "surge" of 8: statistics first
     stored_chunks: list[int] = []
-    compose_and_store = jobs.compose_and_store
+    compose_and_store = steps.compose_and_store
 
     def count_chunks(*args, **kwargs):
         prepared = compose_and_store(*args, **kwargs)
         stored_chunks.append(len(prepared.emails))
         return prepared
 
-    monkeypatch.setattr(jobs, "compose_and_store", count_chunks)
+    monkeypatch.setattr(steps, "compose_and_store", count_chunks)
     insert_contracts(url, [contract(f"c-{n}", START + timedelta(days=30)) for n in range(8)])
     unstored_at_each_send: list[int] = []
 

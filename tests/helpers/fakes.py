@@ -1,11 +1,9 @@
-"""In-memory fakes of the ledger and the mail transport, behind the interfaces the real
-adapters implement (tasks/deliver.py: DeliveryLedger — db.SqlLedger; MailTransport —
-adapters/mail.py's transports). For the fast unit layer only: the guarantees are proven
-against real databases and real SMTP servers in tests/integration and tests/e2e.
-
-`InMemoryLedger.settle` states sql/record_outcome, sql/release_claims.* and
-sql/claim_sending.* over a dict, one "transaction" per call: all of it or, when the
-ledger is down, nothing.
+"""In-memory fakes for the unit layer, behind the interfaces the real adapters implement
+(tasks/core/ports.py): a ledger for delivery that can be down — the in-memory twin
+(tasks/adapters/memory.py) behind a recorder of each call — and a mail transport that
+answers as told. The guarantees are proven against real databases and real SMTP servers
+in tests/integration and tests/e2e, and the twin against both databases by the store
+contract (tests/integration/test_store_contract.py).
 """
 
 from __future__ import annotations
@@ -16,6 +14,7 @@ from datetime import date
 from types import TracebackType
 from typing import Any
 
+from dueflow.tasks.adapters.memory import MemoryLedger, ledger_row, memory_store
 from dueflow.tasks.core.message import OutgoingEmail
 from dueflow.tasks.core.statuses import SendResult, SendStatus
 
@@ -24,27 +23,57 @@ class LedgerDown(Exception):
     """The fake ledger cannot be reached (not transient: a delivery gives up at once)."""
 
 
-@dataclass
 class Row:
-    message: OutgoingEmail | None  # None: reserved, its message never stored
-    status: str = "pending"
-    claim: str | None = None  # the claiming delivery's token (sending_at set)
-    attempts: int = 0
-    outcome: Mapping[str, Any] | None = None
+    """One ledger row of the twin as the delivery tests read and set it."""
+
+    def __init__(self, row: dict[str, Any]) -> None:
+        self._row = row
+
+    status = property(lambda self: self._row["status"], lambda self, v: self._row.update(status=v))
+    attempts = property(lambda self: self._row["attempts"])
+    outcome = property(lambda self: {"retry_after": self._row["retry_after"]})
+
+    @property
+    def claim(self) -> str | None:  # the claiming delivery's token (sending_at set)
+        return self._row["claim_token"]
+
+    @claim.setter
+    def claim(self, token: str | None) -> None:
+        self._row.update(claim_token=token, sending_at=token and "2027-01-01 00:00:00+00:00")
+
+    @property
+    def message(self) -> str | None:
+        return self._row["body_text"]
+
+    @message.setter
+    def message(self, unstored: None) -> None:  # the run died before storing it
+        self._row.update(body_text=unstored, subject=unstored, body_html=unstored)
 
 
 @dataclass
 class InMemoryLedger:
-    """The ledger's delivery statements over a dict of rows, by key."""
+    """The twin's ledger as a delivery uses it, each `settle` call recorded and, when `down`
+    says so for that call (0, 1, …), refused whole: the ledger cannot be reached."""
 
-    rows: dict[str, Row] = field(default_factory=dict)
-    down: Callable[[int], bool] = lambda call: False  # per settle call (0, 1, …): is it down?
-    calls: list[dict[str, Any]] = field(default_factory=list)  # every settle call's arguments
+    twin: MemoryLedger = field(default_factory=lambda: memory_store().ledger)  # type: ignore[return-value]
+    down: Callable[[int], bool] = lambda call: False
+    calls: list[dict[str, Any]] = field(default_factory=list)
 
     @classmethod
     def holding(cls, emails: Iterable[OutgoingEmail], **kwargs: Any) -> InMemoryLedger:
         """Pending rows whose messages are stored, none claimed: what a night hands delivery."""
-        return cls({email.key: Row(email) for email in emails}, **kwargs)
+        ledger, emails = cls(**kwargs), list(emails)
+        for message in emails:
+            ledger.twin.rows[message.key] = ledger_row(
+                {"key": message.key, "subject_id": message.key, "subject_form": message.key, "cycle": "",
+                 "step": "REMINDED_1", "step_rank": 1, "recipient": message.recipient},
+                "dunning", date(2027, 1, 1), None, "pending", "2027-01-01 00:00:00+00:00")
+        ledger.twin.store_messages([message.as_row() for message in emails])
+        return ledger
+
+    @property
+    def rows(self) -> dict[str, Row]:
+        return {key: Row(row) for key, row in self.twin.rows.items()}
 
     def settle(self, token: str, as_of: date, outcomes: Sequence[Mapping[str, Any]] = (),
                release: Sequence[str] = (), claim: Sequence[str] = ()) -> list[OutgoingEmail]:
@@ -53,30 +82,16 @@ class InMemoryLedger:
                            "claim": list(claim)})
         if self.down(call):
             raise LedgerDown(f"the ledger is down (call {call})")
-        for outcome in outcomes:  # sql/record_outcome: only this delivery's claim, only once
-            row = self.rows.get(outcome["key"])
-            if row is not None and row.status == "pending" and row.claim == token:
-                row.status, row.outcome = outcome["status"], outcome
-        for key in release:  # sql/release_claims
-            row = self.rows.get(key)
-            if row is not None and row.status == "pending" and row.claim == token:
-                row.claim, row.attempts = None, row.attempts - 1
-        claimed = []
-        for key in claim:  # sql/claim_sending: pending, stored, unclaimed or already ours
-            row = self.rows.get(key)
-            if (row is not None and row.status == "pending" and row.message is not None
-                    and row.claim in (None, token)):
-                row.attempts += 0 if row.claim == token else 1
-                row.claim = token
-                claimed.append(row.message)
-        return claimed
+        return self.twin.settle(token, as_of, outcomes, release, claim)
 
     def statuses(self, keys: Sequence[str]) -> dict[str, str]:
-        return {key: self.rows[key].status for key in keys if key in self.rows}
+        return self.twin.statuses(keys)
+
+    def transient(self, exc: BaseException) -> bool:
+        return False  # LedgerDown is not: a delivery gives up at once
 
     def claims(self, keys: Sequence[str]) -> dict[str, str]:
-        return {key: (row.status if row.status != "pending" else "claimed" if row.claim else "unclaimed")
-                for key in keys if (row := self.rows.get(key)) is not None}
+        return self.twin.claims(keys)
 
     def claim_sizes(self) -> list[int]:
         return [len(call["claim"]) for call in self.calls if call["claim"]]

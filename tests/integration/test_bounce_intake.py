@@ -19,7 +19,7 @@ from sqlalchemy import create_engine, text
 
 from dueflow.blocks.endpoints import parse_bounce_url
 from dueflow.tasks import bounces
-from dueflow.tasks.adapters import db
+from dueflow.tasks.adapters import db, db_errors
 from dueflow.tasks.adapters.mailbox import MailboxError, open_mailbox
 from dueflow.tasks.core.addresses import Mailbox
 from dueflow.tasks.core.message import message_id_for
@@ -207,7 +207,7 @@ def test_the_database_lost_mid_update_loses_nothing_and_a_rerun_finishes(pg_url,
     holder.rollback()
     holder.close()
     admin.dispose()
-    assert db.transient(lost.value)
+    assert db_errors.transient(lost.value)
     assert recorded(pg_url) == ([], []) and {s for s, _ in ledger(pg_url).values()} == {"sent"}
     assert not any(b"DueflowProcessed" in f for f in dovecot.flags())
     db.engine_for(pg_url).dispose()

@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from sqlalchemy import text
 
 from dueflow.tasks.adapters import db
+from dueflow.tasks.adapters.sql_store import sql_store
 from dueflow.tasks.core.addresses import Mailbox
 from dueflow.tasks.core.decide import DunningRules
 from dueflow.tasks.core.profiles import default_profile, parse_profiles
@@ -52,7 +53,7 @@ def test_each_email_once_on_the_night_the_oracle_says_on_both_databases(database
         emitted, skipped = [], []
         for night in map(day, scenario.nights):
             replace_rows(url, scenario.invoices(night), scenario.clients(night))
-            decision = job.decide(job.extract(database, night), night)
+            decision = job.decide(job.extract(sql_store(database), night), night)
             assert decision.quarantined.empty, dialect
             skipped += [(night, s) for s in decision.skipped["source_id"]]
             won = db.reserve(database, "dunning", decision.to_reserve, night, None, status="adopted")
@@ -106,13 +107,14 @@ def test_holds_pauses_and_profiles_under_the_company_s_own_names_through_the_map
                                   default_profile((7, 5, 7), "sent"))
         job = DunningJob((7, 5, 7), "sent", "UTC", ESCALATION, Mailbox("alerts@dueflow.test"),
                          rules=DunningRules(profiles=profiles))
-        decision = job.decide(job.extract(database, night), night)
+        decision = job.decide(job.extract(sql_store(database), night), night)
         # i0: due (sent 10 days ago); i1: held until day 12; i2: its client paused until day 11;
         # i3: its client's profile waits 14 days.
         assert sorted(decision.to_reserve["subject_id"]) == ["i0"], dialect
         assert decision.quarantined.empty, dialect
-        later = job.decide(job.extract(database, day(18)), day(18))
+        later = job.decide(job.extract(sql_store(database), day(18)), day(18))
         # i2: 7 days after its pause ended on day 11; i3: 14 days after it was sent
         assert sorted(later.to_reserve["subject_id"]) == ["i0", "i2", "i3"], dialect
-        assert sorted(job.decide(job.extract(database, day(19)), day(19)).to_reserve["subject_id"]) == [
+        store = sql_store(database)
+        assert sorted(job.decide(job.extract(store, day(19)), day(19)).to_reserve["subject_id"]) == [
             "i0", "i1", "i2", "i3"], dialect

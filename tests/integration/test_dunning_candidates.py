@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from sqlalchemy import create_engine, text
 
 from dueflow.tasks.adapters import db
+from dueflow.tasks.adapters.sql_store import sql_store
 from dueflow.tasks.core.addresses import Mailbox
 from dueflow.tasks.core.decide import due_dunning_steps, dunning_may_be_due
 from dueflow.tasks.jobs import DunningJob
@@ -144,9 +145,9 @@ def test_the_sql_candidates_are_the_pure_rule_and_change_no_decision(databases, 
     for dialect, url in databases.items():
         load(url, scenario)
         database = db.Database(url).with_sources(timezone=timezone)
-        full = DunningJob.extract_all(database)
+        full = DunningJob.extract_all(sql_store(database))
         job = DunningJob(delays, start, timezone, None, Mailbox("alerts@dueflow.test"))
-        tonight = job.extract(database, AS_OF)
+        tonight = job.extract(sql_store(database), AS_OF)
 
         # Every invoice the pure rule picks is read tonight, with every copy of its id.
         picked = dunning_may_be_due(full["invoices"], full["history"], AS_OF, delays, timezone, start)

@@ -30,7 +30,7 @@ def test_the_flow_module_loads_no_step_library():
 
 
 def test_the_steps_do_load_them():
-    assert {"pandas", "sqlalchemy"} <= loaded_by("dueflow.tasks.jobs")
+    assert {"pandas", "sqlalchemy"} <= loaded_by("dueflow.tasks.night")
 
 
 def test_prefect_reads_every_parameter_annotation():

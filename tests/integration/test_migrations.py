@@ -18,6 +18,7 @@ from sqlalchemy import inspect, text
 
 from dueflow.sql.migrations import HEAD
 from dueflow.tasks.adapters import db
+from dueflow.tasks.adapters.sql_store import sql_store
 from dueflow.tasks.core.addresses import Mailbox
 from dueflow.tasks.jobs import RenewalJob
 from tests.conftest import pg_schema
@@ -127,7 +128,7 @@ def ledger(url: str) -> list[tuple]:
 def tonight(url: str) -> tuple[list[str], list[str]]:
     database = sourced(url)
     job = RenewalJob(LEADS, "en", Mailbox("alerts@dueflow.test"))
-    decision = job.decide(job.extract(database, AS_OF), AS_OF)
+    decision = job.decide(job.extract(sql_store(database), AS_OF), AS_OF)
     return sorted(decision.to_reserve["key"]), sorted(decision.due.loc[decision.due["handled"], "key"])
 
 

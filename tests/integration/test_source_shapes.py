@@ -23,6 +23,7 @@ from sqlalchemy import create_engine, text
 
 from dueflow.tasks.adapters import db
 from dueflow.tasks.adapters.sources import SourceError
+from dueflow.tasks.adapters.sql_store import sql_store
 from dueflow.tasks.core.addresses import Mailbox
 from dueflow.tasks.core.sources import parse_mapping
 from dueflow.tasks.jobs import DunningJob, RenewalJob
@@ -345,9 +346,9 @@ def decided(database: db.Database) -> dict[str, object]:
     """What tonight's real extract and rules make of a database's sources."""
     sender = Mailbox("alerts@dueflow.test")
     renewal_job = RenewalJob(LEADS, "en", sender)
-    renewals = renewal_job.extract(database, AS_OF)
+    renewals = renewal_job.extract(sql_store(database), AS_OF)
     renewal = renewal_job.decide(renewals, AS_OF)
-    dunning = DunningJob.extract_all(database)
+    dunning = DunningJob.extract_all(sql_store(database))
     reminders = DunningJob(DELAYS, "sent", "UTC", "collections@corp.example", sender).decide(dunning, AS_OF)
     due = {}
     for decision in (renewal, reminders):

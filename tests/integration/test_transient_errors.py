@@ -10,7 +10,7 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 
-from dueflow.tasks.adapters import db
+from dueflow.tasks.adapters import db, db_errors
 
 
 def raised(run) -> DBAPIError:
@@ -31,11 +31,11 @@ def test_sqlites_busy_write_lock_is_transient(tmp_path):
                 conn.execute(text("INSERT INTO t VALUES (1)"))
 
         busy = raised(write)
-        assert db.transient(busy)
+        assert db_errors.transient(busy)
         holder.execute("ROLLBACK")
         with engine.connect() as conn:
             missing = raised(lambda: conn.execute(text("SELECT * FROM no_such_table")))
-        assert not db.transient(missing)
+        assert not db_errors.transient(missing)
     finally:
         holder.close()
         engine.dispose()
@@ -51,14 +51,14 @@ def test_a_postgresql_session_the_server_ended_is_transient_a_refusal_is_not(pg_
             with admin.connect() as other:
                 other.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": pid})
             ended = raised(lambda: conn.execute(text("SELECT 1")))
-        assert db.transient(ended)
+        assert db_errors.transient(ended)
         with engine.connect() as conn:
             conn.execute(text("SET statement_timeout = 10"))
             timed_out = raised(lambda: conn.execute(text("SELECT pg_sleep(1)")))
-        assert db.sqlstate(timed_out) == db.CANCELED and not db.transient(timed_out)
+        assert db_errors.sqlstate(timed_out) == db_errors.CANCELED and not db_errors.transient(timed_out)
         with engine.connect() as conn:
             wrong = raised(lambda: conn.execute(text("SELEC 1")))
-        assert not db.transient(wrong)
+        assert not db_errors.transient(wrong)
     finally:
         engine.dispose()
         admin.dispose()

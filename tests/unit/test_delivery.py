@@ -14,7 +14,6 @@ import pytest
 
 from dueflow.blocks.endpoints import parse_mail_url
 from dueflow.tasks import deliver
-from dueflow.tasks.adapters.db import Database
 from dueflow.tasks.adapters.mail import BreakerOpen
 from dueflow.tasks.core.addresses import Mailbox
 from dueflow.tasks.core.statuses import MailFault, RowStatus, SendResult, SendStatus
@@ -35,7 +34,7 @@ def no_stop() -> Iterator[None]:
 def settings(max_failures: int = 3) -> DeliverySettings:
     """A night's delivery settings; nothing here is ever connected to (the fakes are)."""
     return DeliverySettings(parse_mail_url("smtp://127.0.0.1:1"), Mailbox("alerts@dueflow.test"),
-                            Database("sqlite://"), AS_OF, max_failures=max_failures)
+                            InMemoryLedger(), AS_OF, max_failures=max_failures)
 
 
 def items(keys: list[str] = KEYS) -> list[Recipient]:

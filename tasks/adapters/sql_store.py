@@ -1,0 +1,194 @@
+"""The ledger and the sources in SQL (SQLite or PostgreSQL): the interfaces of
+tasks/core/ports.py over the statements of sql/, run by tasks/adapters/db.py.
+
+Both are small and picklable — the database's URL and resolved source projections, never
+a connection — so a delivery batch may run on another worker with its ledger.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import date, datetime
+from typing import Any
+
+from sqlalchemy import Engine
+from sqlalchemy.exc import DBAPIError
+
+from dueflow.tasks.adapters import db
+from dueflow.tasks.adapters.db import Database
+from dueflow.tasks.adapters.db_errors import database_problem, transient
+from dueflow.tasks.adapters.sources import failing_expressions
+from dueflow.tasks.core.frames import pd
+from dueflow.tasks.core.message import OutgoingEmail
+from dueflow.tasks.core.ports import Store
+
+# The statement that reads each relation's rows by id.
+BY_ID = {"contracts": "contracts_by_id", "invoices": "invoices_by_id", "clients": "clients_by_id"}
+# The statement that reads every row the forecast needs of each relation.
+EVERY = {"invoices": "extract_invoices", "clients": "extract_clients"}
+
+
+@dataclass(frozen=True)
+class SqlSources:
+    """The company's relations, through the projections `Database.with_sources` resolved."""
+
+    database: Database
+
+    @property
+    def engine(self) -> Engine:
+        return self.database.engine
+
+    def renewal_candidates(self, as_of: date, window_start: date, window_end: date,
+                           leads: Sequence[int]) -> pd.DataFrame:
+        return db.extract_frame(self.engine, self.database.source_statement("extract_contracts"), {
+            "window_start": window_start.isoformat(), "window_end": window_end.isoformat(),
+            "as_of": as_of.isoformat(), "leads": db.json.dumps(sorted(int(lead) for lead in leads))})
+
+    def dunning_candidates(self, bounds: Mapping[str, str], timezone: str) -> pd.DataFrame:
+        return db.extract_frame(self.engine, self.database.source_statement("dunning_candidates"), bounds,
+                                session_timezone=timezone)
+
+    def by_id(self, relation: str, ids: Sequence[str]) -> pd.DataFrame:
+        return db.rows_by_id(self.database, BY_ID[relation], ids)
+
+    def every(self, relation: str) -> pd.DataFrame:
+        return db.extract_frame(self.engine, self.database.source_statement(EVERY[relation]), {})
+
+    def client_payment_history(self, client_ids: Sequence[str]) -> pd.DataFrame:
+        return db.rows_by_id(self.database, "client_payment_history_of", client_ids)
+
+    def ids(self) -> pd.DataFrame:
+        return db.source_ids(self.database)
+
+    def refused(self, exc: BaseException, doing: str) -> str | None:
+        if not isinstance(exc, DBAPIError) or transient(exc):
+            return None
+        resolved = self.database.sources
+        failing = failing_expressions(self.engine, resolved) if resolved is not None else []
+        if failing:  # the database does not say which row: at least which expression
+            return f"{doing}: " + "; ".join(problem.line() for problem in failing)
+        return database_problem(exc, doing)
+
+
+@dataclass(frozen=True)
+class SqlLedger:
+    """dueflow's own tables in the same database (the reservation and the retries re-check
+    the live source rows in the same statement, through the same projections)."""
+
+    database: Database
+
+    @property
+    def engine(self) -> Engine:
+        return self.database.engine
+
+    def transient(self, exc: BaseException) -> bool:
+        return transient(exc)
+
+    # ------------------------------------------------------------------ set-up (SQL only)
+
+    def preflight(self) -> None:
+        """Before a night's first write: every statement it runs on the sources plans, and
+        dueflow's own tables take a write (rolled back). ConfigError, one line, otherwise."""
+        db.preflight(self.database)
+
+    def message_id_key(self) -> str:
+        """The database's secret for Message-IDs (migration 0007). Never printed."""
+        return db.message_id_key(self.engine)
+
+    # ------------------------------------------------------------------ delivery
+
+    def settle(self, token: str, as_of: date, outcomes: Sequence[Mapping[str, Any]] = (),
+               release: Sequence[str] = (), claim: Sequence[str] = ()) -> list[OutgoingEmail]:
+        return db.settle(self.engine, token, as_of, outcomes, release, claim)
+
+    def statuses(self, keys: Sequence[str]) -> dict[str, str]:
+        return db.ledger_status(self.engine, keys)
+
+    def claims(self, keys: Sequence[str]) -> dict[str, str]:
+        return db.claimed_keys(self.engine, keys)
+
+    # ------------------------------------------------------------------ reading
+
+    def renewal_history(self, contracts: pd.DataFrame, since: date, timezone: str) -> pd.DataFrame:
+        return db.renewal_history_of(self.engine, contracts, since, timezone)
+
+    def dunning_history(self, invoice_ids: Sequence[str]) -> pd.DataFrame:
+        return db.rows_by_id(self.database, "dunning_history_of", invoice_ids)
+
+    def first_night(self) -> date | None:
+        return db.first_night(self.engine)
+
+    def open_keys(self) -> dict[str, str]:
+        return db.open_keys(self.engine)
+
+    def ids_of_forms(self, job: str, forms: Sequence[str]) -> pd.DataFrame:
+        return db.ledger_ids_of_forms(self.engine, job, forms)
+
+    def kept_apart(self) -> pd.DataFrame:
+        return db.kept_apart(self.engine)
+
+    # ------------------------------------------------------------------ writing
+
+    def quarantine(self, job: str, rows: pd.DataFrame, as_of: date, flow_run_id: str | None) -> None:
+        db.quarantine(self.engine, job, rows, as_of, flow_run_id)
+
+    def reserve(self, job: str, candidates: pd.DataFrame, as_of: date, flow_run_id: str | None,
+                status: str = "pending") -> set[str]:
+        return db.reserve(self.database, job, candidates, as_of, flow_run_id, status)
+
+    def prepare_to_store(self, rows: int) -> None:
+        if rows >= db.ANALYZE_BEFORE_STORING:
+            db.refresh_statistics(self.engine)  # the planner has not seen the rows just reserved
+
+    def store_messages(self, messages: Sequence[Mapping[str, Any]]) -> None:
+        db.store_messages(self.engine, messages)
+
+    def record_unrendered(self, failures: Sequence[tuple[str, str]]) -> None:
+        db.record_unrendered(self.engine, failures)
+
+    def retry_candidates(self, as_of: date, max_attempts: int, now: datetime) -> pd.DataFrame:
+        return db.retry_candidates(self.database, as_of, max_attempts, now)
+
+    def requeue_failed(self, flow_run_id: str | None, messages: Sequence[Mapping[str, Any]]) -> None:
+        db.requeue_failed(self.database, flow_run_id, messages)
+
+    def record_unrendered_retries(self, failures: Sequence[tuple[str, str]], retry_after: datetime) -> None:
+        db.record_unrendered_retries(self.engine, failures, retry_after)
+
+    def withdraw_unsent(self, as_of: date) -> list[str]:
+        return db.withdraw_unsent(self.database, as_of)
+
+    def unsent_rows(self) -> pd.DataFrame:
+        return db.unsent_rows(self.engine)
+
+    def prune_bodies(self, before: date) -> int:
+        return db.prune_bodies(self.engine, before)
+
+    # ------------------------------------------------------------------ reporting
+
+    def unsettled_counts(self) -> dict[str, int]:
+        return db.unsettled_counts(self.engine)
+
+    def unsettled_rows(self, limit: int = 50) -> pd.DataFrame:
+        return db.unsettled_rows(self.engine, limit)
+
+    def bounced_rows(self, limit: int = 200) -> pd.DataFrame:
+        return db.bounced_rows(self.engine, limit)
+
+
+def sql_store(database: Database) -> Store:
+    """The ledger and the sources of one database (its sources resolved)."""
+    return Store(SqlLedger(database), SqlSources(database))
+
+
+def open_sql(settings: Any) -> tuple[SqlLedger, SqlSources]:
+    """The database the settings name, its ledger at this dueflow's version and its source
+    relations found and checked: ConfigError, one line, otherwise. Reads only."""
+    database = db.open_database(settings)
+    return SqlLedger(database), SqlSources(database)
+
+
+def ledger_of(settings: Any) -> SqlLedger:
+    """The ledger the settings name, its sources not resolved (what is read before a run)."""
+    return SqlLedger(Database(settings.database_url, settings.db_lock_timeout, settings.ledger_schema))

@@ -1,0 +1,22 @@
+"""What the ledger records of one email's hand-over to SMTP (sql/record_outcome): the same
+row for the SQL ledger and its in-memory twin."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from dueflow.tasks.core.statuses import SendResult
+
+
+def utc_stamp(moment: datetime) -> str:
+    """One text form for timestamps dueflow compares itself (both backends, and the twin)."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S+00:00")
+
+
+def outcome_row(key: str, result: SendResult, retry_after: datetime | None = None) -> dict[str, Any]:
+    """The outcome of one send: `sent`, `failed` (retryable after `retry_after` unless
+    permanent), or still `pending` with the error."""
+    return {"key": key, "status": str(result.status), "smtp_response": result.smtp_response,
+            "error": result.error, "permanent": result.permanent,
+            "retry_after": utc_stamp(retry_after) if retry_after and not result.permanent else None}

@@ -1,0 +1,365 @@
+"""One night, step by step (docs/design.md, "One night"; docs/how-it-works.md):
+
+    extract → decide → (ids respelled? stop) → earlier rows → quarantine, reserve →
+    plan, compose and store → deliver → retention → report
+
+for both jobs, written against the `Store` (tasks/core/ports.py) and the steps of
+tasks/steps.py. `run_night` calls each step through a `Steps` runner: `Prefect` in the
+flow (a task run per step, mapped deliveries on the flow's bounded task runner), `Direct`
+in the unit layer, where whole nights run on the in-memory store in milliseconds. The flow
+(flows/nightly_alerts.py) adds what only a deployment has: checks before Prefect starts,
+the run lock, the artifacts, the final state.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import date, timedelta
+from functools import partial
+from typing import Any, Protocol
+
+from dueflow.blocks.settings import ConfigError
+from dueflow.tasks import steps
+from dueflow.tasks.core.decide import Decision
+from dueflow.tasks.core.defaults import DELIVERY_WORKERS
+from dueflow.tasks.core.frames import pd
+from dueflow.tasks.core.keys import Job, parse_keys
+from dueflow.tasks.core.parameters import RunParameters
+from dueflow.tasks.core.ports import Store
+from dueflow.tasks.core.rekeying import PAIR_COLUMNS, new_subjects, respelled, stop_line
+from dueflow.tasks.core.render import Composed, Prepared
+from dueflow.tasks.core.report import (
+    RunSummary,
+    bounced_rows,
+    concat_rows,
+    count_line,
+    decision_line,
+    drafts_frame,
+    facts_of,
+    key_rows,
+    no_rows,
+    summarize,
+)
+from dueflow.tasks.core.reservation import already_in_ledger, plan_reservation, reservation_outcome
+from dueflow.tasks.core.statuses import LedgerStatus, RowStatus
+from dueflow.tasks.core.tone import Draft
+from dueflow.tasks.deliver import (
+    Delivery,
+    DeliverySettings,
+    Recipient,
+    after_a_crash,
+    batches,
+    stopped_because,
+    with_second_pass,
+)
+from dueflow.tasks.jobs import Extracted, NightJob
+
+# Keys rendered, then stored, at a time: a first night's tens of thousands of messages
+# (5–10 KB each in memory) are never all held at once.
+COMPOSE_CHUNK = 5_000
+
+
+class SourceIdsChanged(ConfigError):
+    """Ids of tonight's rows are ids the ledger knows spelled another way: the night stops
+    before its first write (tasks/core/rekeying.py); `dueflow rekey` settles it."""
+
+
+class Steps(Protocol):
+    """How the night calls a step of tasks/steps.py."""
+
+    def __call__(self, step: Any, *args: Any, **kwargs: Any) -> Any:
+        """Run one step and return its result."""
+        ...
+
+    def map(self, step: Any, items: Sequence[Any], *shared: Any) -> list[Callable[[], Any]]:
+        """Start the step over each item (with the `shared` arguments); one callable per
+        item, in order, that returns its result or raises what the step raised."""
+        ...
+
+
+class Direct:
+    """Each step called as the plain function it wraps, in this thread, in order: the
+    unit layer's nights, without Prefect."""
+
+    def __call__(self, step: Any, *args: Any, **kwargs: Any) -> Any:
+        return step.fn(*args, **kwargs)
+
+    def map(self, step: Any, items: Sequence[Any], *shared: Any) -> list[Callable[[], Any]]:
+        results: list[Callable[[], Any]] = []
+        for item in items:
+            try:
+                results.append(partial(_given, step.fn(item, *shared)))
+            except Exception as exc:  # raised where the flow would raise it: at .result()
+                results.append(partial(_raise, exc))
+        return results
+
+
+def _given(value: Any) -> Any:
+    return value
+
+
+def _raise(exc: Exception) -> Any:
+    raise exc
+
+
+@dataclass(frozen=True)
+class Night:
+    """Everything one night's steps share: its jobs (built once), where it reads and writes,
+    how it delivers, for which day, as which run, with which parameters."""
+
+    jobs: tuple[NightJob, ...]
+    store: Store
+    delivery: DeliverySettings
+    as_of: date
+    params: RunParameters
+    flow_run_id: str | None = None
+    retain_bodies_days: int | None = None  # DUEFLOW_RETAIN_BODIES_DAYS
+    today: date | None = None  # today in the business zone (retention of a night ahead)
+    log: logging.Logger | logging.LoggerAdapter = field(default=logging.getLogger("dueflow.night"),
+                                                        repr=False)
+
+
+@dataclass
+class Tonight:
+    """What the steps of one night have made so far: the summary's material."""
+
+    rows: list[pd.DataFrame] = field(default_factory=list)
+    drafts: list[Draft] = field(default_factory=list)
+    facts: list[pd.DataFrame] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+def run_night(night: Night, call: Steps) -> RunSummary:
+    """The night's steps, for each job, after what earlier runs left."""
+    log = night.log
+    extracted: dict[Job, Extracted] = {}
+    decisions: dict[Job, Decision] = {}
+    for job in night.jobs:  # 1. extract and 2. decide: all before any write
+        extracted[job.name] = read_sources(night, job, call)
+        log.info("%s: extracted %s", job.name, ", ".join(
+            f"{len(f):,} {'earlier ledger rows' if n == 'history' else n}"
+            for n, f in extracted[job.name].items()))
+        decisions[job.name] = call(steps.decide, job, extracted[job.name], night.as_of)
+        log.info("%s: %s", job.name, decision_line(decisions[job.name]))
+    # Ids the ledger knows spelled another way: the source changed under the night, and
+    # its history would be lost; nothing is written, not even what earlier runs left.
+    if not (changed := respelled_ids(night, decisions, extracted)).empty:
+        raise SourceIdsChanged(stop_line(changed))
+    tonight = Tonight(rows=[earlier := send_earlier(night, call)])
+    if not earlier.empty:
+        log.info("earlier runs: %s", count_line(earlier))
+    for job in night.jobs:
+        decision = decisions[job.name]
+        winners, job_rows = reserve(night, job, decision, call)              # 3. reserve
+        log.info("%s: %s %s of %s new", job.name, "would reserve" if night.params.dry_run else "reserved",
+                 f"{len(winners):,}", f"{len(decision.to_reserve):,}")
+        prepared = compose(night, job, winners, extracted[job.name], call)   # 4. compose (and store)
+        if not winners.empty:
+            log.info("%s: composed %s email(s)%s", job.name, f"{len(prepared.emails):,}",
+                     f", {len(prepared.failures)} could not be rendered" if prepared.failures else "")
+        delivered = deliver_won(night, job, winners, prepared, call)          # 5. deliver
+        if not delivered.empty:
+            log.info("%s: %s", job.name, count_line(delivered))
+        tonight.rows += [job_rows, delivered]
+        tonight.drafts += prepared.drafts
+        tonight.warnings += prepared.without_pdf()
+        # What a person knows each due key by (summary.rows); keys settled by earlier runs
+        # are read without their text (sql/extract_contracts): nothing is known of them.
+        tonight.facts.append(facts_of(job.name, decision.due, {e.key: e.subject for e in prepared.emails},
+                                      decision.quarantined, job.source))
+    pruned, retained = retention(night)
+    summary = summarize_night(night, tonight)                                  # 6. report
+    summary.pruned = pruned
+    summary.warnings.extend(tonight.warnings + retained)
+    return summary
+
+
+def read_sources(night: Night, job: NightJob, call: Steps) -> Extracted:
+    """One job's extract. Sources that refuse it (a statement timeout, a permission, a value
+    an expression of the mapping cannot read) do so before anything is written."""
+    extracted = call(steps.extract, job, night.store, night.as_of)
+    if isinstance(extracted, steps.SourcesRefused):
+        raise ConfigError(extracted.line)
+    return extracted
+
+
+def respelled_ids(night: Night, decisions: dict[Job, Decision],
+                  extracted: dict[Job, Extracted]) -> pd.DataFrame:
+    """The ids of tonight's new rows that the ledger knows spelled another way
+    (tasks/core/rekeying.py): job, source, old_id, new_id. One index probe per job with
+    new rows; the sources and the operator's decisions are read only when the ledger has
+    such a form."""
+    ledger, found, apart = night.store.ledger, [], None
+    for job in night.jobs:
+        new = new_subjects(decisions[job.name].to_reserve, extracted[job.name]["history"])
+        if new.empty:
+            continue
+        known = ledger.ids_of_forms(job.name, new["subject_form"].dropna().unique().tolist())
+        known = known[~known["subject_id"].isin(new["subject_id"])]
+        if known.empty:
+            continue
+        still = night.store.sources.by_id(job.source, known["subject_id"].unique().tolist())["id"]
+        apart = ledger.kept_apart() if apart is None else apart
+        found.append(respelled(job.name, job.source, new, known, set(still.astype(str)), apart))
+    return pd.concat(found, ignore_index=True) if found else pd.DataFrame(columns=list(PAIR_COLUMNS))
+
+
+def send_earlier(night: Night, call: Steps) -> pd.DataFrame:
+    """Send what earlier runs reserved and surely never handed to SMTP, and the failed rows
+    due for another attempt, re-addressed from the data as it is now; rows no longer due
+    are withdrawn (G3, G4)."""
+    if night.params.dry_run or night.params.adopt:
+        return no_rows()
+    ledger = night.store.ledger
+    unrendered = dict(call(steps.retry_failed, night.store, night.jobs, night.as_of, night.flow_run_id,
+                           night.params.retry_max_attempts, night.params.retry_backoff))
+    withdrawn = ledger.withdraw_unsent(night.as_of)
+    unsent = ledger.unsent_rows()
+    settled = pd.Series([*withdrawn, *unrendered], dtype=object)
+    of_job = dict(zip(settled, parse_keys(settled)["job"], strict=True)) | dict(
+        zip(unsent["key"], unsent["job"], strict=True))
+    rows = [key_rows(pd.Series([of_job[k] for k in withdrawn], dtype=object),
+                     pd.DataFrame({"key": withdrawn, "recipient": pd.NA}), RowStatus.NO_LONGER_DUE,
+                     "withdrawn: no longer due, never sent (ledger: failed)", retry=True),
+            key_rows(pd.Series([of_job[k] for k in unrendered], dtype=object),
+                     pd.DataFrame({"key": list(unrendered), "recipient": pd.NA}), RowStatus.FAILED,
+                     unrendered, retry=True)]
+    if not unsent.empty:
+        unstored = unsent[~unsent["stored"]]
+        composed = Composed()
+        if not unstored.empty:
+            composed = steps.render_again(night.store, night.jobs, unstored)
+            call(steps.store_messages, ledger, composed)
+        failed = dict(composed.failures)
+        ready = unsent[~unsent["key"].isin(failed)]
+        failed_rows = unsent[unsent["key"].isin(failed)]
+        rows.append(key_rows(failed_rows["key"].map(of_job), failed_rows, RowStatus.FAILED, failed,
+                             retry=True))
+        items = [Recipient(k, r or "") for k, r in zip(ready["key"], ready["recipient"], strict=True)]
+        rows.append(delivery_rows(of_job, deliver(night, items, call), retry=True))
+    return concat_rows(rows)
+
+
+def reserve(night: Night, job: NightJob, decision: Decision,
+            call: Steps) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Quarantine the bad rows and reserve what is due, as planned
+    (tasks/core/reservation.py): the keys this run won (in a dry run, the keys it would
+    reserve) and the summary rows of everything else."""
+    ledger, params = night.store.ledger, night.params
+    handled = already_in_ledger(decision)
+    open_keys = ledger.open_keys() if len(handled) else {}
+    plan = plan_reservation(job.name, job.source, decision, open_keys, params.send_cap)
+    if params.dry_run:
+        return plan.candidates, plan.rows
+    if not plan.quarantined.empty:
+        call(steps.quarantine_rows, ledger, job.name, plan.quarantined, night.as_of, night.flow_run_id)
+    if plan.candidates.empty:
+        return plan.candidates, plan.rows
+    won, lost = call(steps.reserve_slots, ledger, job.name, plan.candidates, night.as_of, night.flow_run_id,
+                     status=LedgerStatus.ADOPTED if params.adopt else LedgerStatus.PENDING)
+    reserved = reservation_outcome(job.name, plan.candidates, won, lost, params.adopt)
+    return reserved.winners, concat_rows([plan.rows, reserved.rows])
+
+
+def compose(night: Night, job: NightJob, winners: pd.DataFrame, extracted: Extracted,
+            call: Steps) -> Prepared:
+    """Plan and render the winners' emails COMPOSE_CHUNK keys at a time and, unless this is
+    a dry run, store each chunk's messages on their ledger rows before rendering the next:
+    every message is stored before any is sent (G2), and only the addressing stays in
+    memory."""
+    prepared = Prepared()
+    store = not night.params.dry_run
+    if store and not winners.empty:
+        night.store.ledger.prepare_to_store(len(winners))
+    for start in range(0, len(winners), COMPOSE_CHUNK):
+        chunk = winners.iloc[start:start + COMPOSE_CHUNK]
+        drafts = call(steps.plan, job, chunk, night.store, night.as_of) if job.plans else []
+        prepared += call(steps.compose_and_store, job, chunk, extracted, night.as_of, drafts,
+                         night.store.ledger, store)
+    return prepared
+
+
+def delivery_rows(jobs: str | dict[str, str], deliveries: Sequence[Delivery],
+                  retry: bool = False) -> pd.DataFrame:
+    frame = pd.DataFrame({"key": [d.key for d in deliveries], "recipient": [d.recipient for d in deliveries]})
+    job = frame["key"].map(jobs) if isinstance(jobs, dict) else jobs
+    return key_rows(job, frame, [d.status for d in deliveries], [d.detail for d in deliveries], retry)
+
+
+def deliver_won(night: Night, job: NightJob, winners: pd.DataFrame, prepared: Prepared,
+                call: Steps) -> pd.DataFrame:
+    """Deliver the stored messages of the keys this run won; one row per key (a dry run
+    lists what it would send)."""
+    if winners.empty:
+        return no_rows()
+    if night.params.dry_run:
+        subjects = {e.key: e.subject + (f" [{e.draft_source} paragraph]" if e.draft_source else "")
+                    for e in prepared.emails} | dict(prepared.failures)
+        return key_rows(job.name, winners, RowStatus.WOULD_SEND, subjects)
+    failed = dict(prepared.failures)
+    items = [Recipient(e.key, e.recipient) for e in prepared.emails]
+    return concat_rows([key_rows(job.name, winners[winners["key"].isin(failed)], RowStatus.FAILED, failed),
+                        delivery_rows(job.name, deliver(night, items, call))])
+
+
+def deliver(night: Night, items: Sequence[Recipient], call: Steps) -> list[Delivery]:
+    """The deliver-batch step mapped over batches of `items` (DELIVERY_WORKERS at a time on
+    the flow's task runner), then a second pass over what a batch could not reach because
+    the ledger was unavailable; a batch that died is reported by what the ledger says."""
+    def send(some: Sequence[Recipient]) -> list[Delivery]:
+        groups = batches(some, DELIVERY_WORKERS)
+        deliveries: list[Delivery] = []
+        results = call.map(steps.deliver_batch, groups, night.delivery)
+        for batch, result in zip(groups, results, strict=True):
+            try:
+                deliveries.extend(result())
+            except Exception as exc:
+                deliveries.extend(after_a_crash(batch, night.delivery, exc))
+        return deliveries
+
+    return with_second_pass(items, night.delivery, send)
+
+
+def retention(night: Night) -> tuple[int, list[str]]:
+    """With DUEFLOW_RETAIN_BODIES_DAYS, after the night's sends: the bodies and addresses of
+    settled rows whose step got out that many days before the night (or before today, for a
+    night ahead) are pruned (sql/prune_bodies). How many, and a warning if the database
+    would not: the night's emails are out by now."""
+    days = night.retain_bodies_days
+    if not days or night.params.dry_run or night.params.adopt:
+        return 0, []
+    before = min(night.as_of, night.today or night.as_of) - timedelta(days=days)
+    ledger = night.store.ledger
+    try:
+        pruned = ledger.prune_bodies(before)
+    except Exception as exc:
+        if not ledger.transient(exc):
+            raise
+        return 0, [f"retention: could not prune the bodies of rows before {before} ({exc}); the next"
+                   " run tries again"]
+    night.log.info("retention: pruned the bodies and addresses of %s settled row(s) whose step got out"
+                   " before %s (DUEFLOW_RETAIN_BODIES_DAYS=%s)", f"{pruned:,}", before, days)
+    return pruned, []
+
+
+def summarize_night(night: Night, tonight: Tonight) -> RunSummary:
+    """The night's summary, with what the whole ledger still holds unsettled. The work is
+    recorded by now: losing the database here is worth a warning, not a failure."""
+    warnings = stopped_because(night.delivery)  # the mail server stopped the night
+    ledger = night.store.ledger
+    rows = concat_rows(tonight.rows)
+    counts: dict[str, int] = {}
+    unsettled = None
+    if not night.params.dry_run:
+        try:
+            counts = ledger.unsettled_counts()
+            unsettled = ledger.unsettled_rows()
+            rows = concat_rows([rows, bounced_rows(ledger.bounced_rows())])
+        except Exception as exc:
+            if not ledger.transient(exc):
+                raise
+            warnings.append(f"could not read the ledger's unsettled rows after the run: {exc}")
+    return summarize(night.as_of, night.params.dry_run, night.flow_run_id, rows, counts, unsettled,
+                     drafts_frame(tonight.drafts), warnings, pd.concat(tonight.facts, ignore_index=True))

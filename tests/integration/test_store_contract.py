@@ -1,0 +1,236 @@
+"""One contract, three stores (issue 37): the ledger and the sources in memory
+(tasks/adapters/memory.py), on SQLite and on a real PostgreSQL (tasks/adapters/sql_store.py)
+give the same answers — statement by statement, and over whole nights.
+
+The nights run the real night (tasks/night.py) with its steps called directly and a mail
+server in memory that refuses, defers or loses the emails of some addresses: what each
+night sent, failed, left pending, retried, withdrew and quarantined must be the same on the
+three. The statements' own tests pin what each guard refuses (a paid invoice, a paused
+client, a step that is not the next, a claim that is not this delivery's).
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from dueflow.tasks.adapters import db
+from dueflow.tasks.adapters.memory import MemorySources, memory_store
+from dueflow.tasks.adapters.sql_store import sql_store
+from dueflow.tasks.core.frames import pd
+from dueflow.tasks.core.message import OutgoingEmail
+from dueflow.tasks.core.outcomes import outcome_row
+from dueflow.tasks.core.ports import Store
+from dueflow.tasks.core.statuses import SendResult, SendStatus
+from tests import examples
+from tests.conftest import pg_schema, require_pg
+from tests.helpers.factories import (
+    client,
+    contract,
+    insert,
+    invoice,
+    mark_paid,
+    sourced,
+    with_optional_columns,
+    without_keys,
+)
+from tests.helpers.fakes import FakeTransport
+from tests.helpers.nights import run
+from tests.helpers.source_rows import day, source_rows
+
+KINDS = ["memory", "sqlite", pytest.param("postgresql", marks=pytest.mark.pg)]
+AS_OF = date(2027, 3, 10)
+
+
+@contextmanager
+def store_of(kind: str, rows: dict[str, list[dict]]) -> Iterator[Store]:
+    """A fresh store of one kind holding these source rows (the company's own kind of
+    tables: no primary key, the optional columns there)."""
+    if kind == "memory":
+        yield memory_store(**rows)
+        return
+    if kind == "postgresql":
+        require_pg()
+        with pg_schema() as url:
+            yield _filled(url, rows)
+        return
+    folder = Path(tempfile.mkdtemp(prefix="dueflow-contract-"))
+    url = f"sqlite:///{folder / 'dueflow.db'}"
+    try:
+        yield _filled(url, rows)
+    finally:
+        db.engine_for(url).dispose()
+
+
+def _filled(url: str, rows: dict[str, list[dict]]) -> Store:
+    db.init_db(db.engine_for(url), sample_tables=True)
+    without_keys(url, "contracts", "clients", "invoices")
+    with_optional_columns(url)
+    for table in ("contracts", "clients", "invoices"):
+        insert(url, table, rows.get(table, []))
+    return sql_store(sourced(url))
+
+
+class ByRecipient(FakeTransport):
+    """A mail server that answers by the recipient's address: `refused` 550 (permanent),
+    `later` 451 (failed, retried), `lost` a broken connection after DATA (pending)."""
+
+    def send(self, email: OutgoingEmail) -> SendResult:
+        self.handed.append(email.key)
+        if email.recipient.startswith("refused"):
+            return SendResult(SendStatus.FAILED, error="550 no such user", permanent=True)
+        if email.recipient.startswith("later"):
+            return SendResult(SendStatus.FAILED, error="451 try later")
+        if email.recipient.startswith("lost"):
+            return SendResult(SendStatus.PENDING, error="connection lost after DATA")
+        return SendResult(SendStatus.SENT, "250 accepted")
+
+
+def outcome(summary) -> list[tuple[str, str]]:
+    return sorted(zip(summary.rows["key"], summary.rows["status"].astype(str), strict=True))
+
+
+def addressed(rows: dict[str, list[dict]], draw: st.DrawFn) -> dict[str, list[dict]]:
+    """The rows with some recipients that the mail server refuses, defers or loses."""
+    prefixes = st.sampled_from(["", "", "", "refused-", "later-", "lost-"])
+    return rows | {
+        "contracts": [c | {"notify_email": draw(prefixes) + c["notify_email"]} for c in rows["contracts"]],
+        "clients": [c | {"email": draw(prefixes) + c["email"]} for c in rows["clients"]]}
+
+
+@settings(max_examples=examples(6), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(data=st.data(), nights=st.integers(3, 8))
+@pytest.mark.pg
+def test_whole_nights_end_the_same_on_every_store(data, nights):
+    rows = addressed(data.draw(source_rows()), data.draw)
+    seen: dict[str, list] = {}
+    for kind in ("memory", "sqlite", "postgresql"):
+        transport = ByRecipient()
+        with store_of(kind, rows) as store:
+            seen[kind] = [outcome(run(store, day(n), transport, dunning_delays=[2, 1, 2],
+                                      renewal_leads=[8, 3])) for n in range(-3, nights - 3)]
+            seen[kind].append(sorted(store.ledger.open_keys().items()))
+            seen[kind].append(sorted(transport.handed))
+    assert seen["sqlite"] == seen["memory"]
+    assert seen["postgresql"] == seen["memory"]
+
+
+# ------------------------------------------------------------------ statement by statement
+
+SENT_AT = (AS_OF - timedelta(days=8)).isoformat()
+ROWS = {"contracts": [contract("c1", AS_OF + timedelta(days=30))],
+        "clients": [client("cl1"), client("cl-paused", paused=True)],
+        "invoices": [invoice("i1", "cl1", SENT_AT),
+                     invoice("i2", "cl1", SENT_AT, status="paid", paid_at=SENT_AT),
+                     invoice("i3", "cl-paused", SENT_AT)]}
+
+
+def pay(store: Store, invoice_id: str) -> None:
+    """The company marks an invoice paid, in its own table."""
+    if isinstance(store.sources, MemorySources):
+        store.sources.update("invoices", invoice_id, status="paid", paid_at=SENT_AT)
+    else:
+        mark_paid(store.ledger.database.url, invoice_id, SENT_AT)
+
+
+def candidates(*rows: tuple[str, str, str, str, int, date | None]) -> pd.DataFrame:
+    return pd.DataFrame([{"key": k, "subject_id": s, "cycle": c, "step": st_, "step_rank": r,
+                          "recipient": "ap@client.example", "previous_by": p}
+                         for k, s, c, st_, r, p in rows])
+
+
+def dunning(invoice_id: str, step: str = "REMINDED_1", rank: int = 1,
+            previous_by: date | None = None) -> tuple[str, str, str, str, int, date | None]:
+    return (f"dunning/{invoice_id}/{step}", invoice_id, "", step, rank, previous_by)
+
+
+def message(key: str, body: str = "text") -> dict:
+    return OutgoingEmail(key, "ap@client.example", "Subject", body, "<p>html</p>", f"<{key}@x>").as_row()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_reservation_wins_once_and_rechecks_the_invoice_and_the_step(kind):
+    with store_of(kind, ROWS) as store:
+        ledger = store.ledger
+        won = ledger.reserve("dunning", candidates(dunning("i1"), dunning("i2"), dunning("i3"),
+                                                   dunning("i1", "REMINDED_2", 2, AS_OF)), AS_OF, "r1")
+        assert won == {"dunning/i1/REMINDED_1"}  # i2 is paid, i3's client paused, R2 not next
+        assert ledger.reserve("dunning", candidates(dunning("i1")), AS_OF, "r2") == set()  # G1
+        # The second step waits for the first to be out (sent) and old enough.
+        later = AS_OF + timedelta(days=5)
+        too_soon = candidates(dunning("i1", "REMINDED_2", 2, later))
+        assert ledger.reserve("dunning", too_soon, later, "r3") == set()
+        ledger.store_messages([message("dunning/i1/REMINDED_1")])
+        [claimed] = ledger.settle("t1", AS_OF, claim=["dunning/i1/REMINDED_1"])
+        ledger.settle("t1", AS_OF, outcomes=[outcome_row(claimed.key, SendResult(SendStatus.SENT, "250"))])
+        early = candidates(dunning("i1", "REMINDED_2", 2, AS_OF - timedelta(days=1)))
+        assert ledger.reserve("dunning", early, later, "r4") == set()  # the first went out after that
+        assert ledger.reserve("dunning", candidates(dunning("i1", "REMINDED_2", 2, AS_OF)), later, "r4") == {
+            "dunning/i1/REMINDED_2"}
+        renewal = candidates(("renewal/c1/2027-04-09/15d", "c1", "2027-04-09", "15d", 15, None),
+                             ("renewal/c1/2027-04-09/30d", "c1", "2027-04-09", "30d", 30, None))
+        assert ledger.reserve("renewal", renewal.iloc[:1], AS_OF, "r5") == {"renewal/c1/2027-04-09/15d"}
+        assert ledger.reserve("renewal", renewal.iloc[1:], AS_OF, "r6") == set()  # never after a more urgent
+        assert ledger.first_night() == AS_OF
+        assert ledger.open_keys() == {"dunning/i1/REMINDED_2": "pending",
+                                      "renewal/c1/2027-04-09/15d": "pending"}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_delivery_claims_stored_messages_and_records_only_its_own(kind):
+    with store_of(kind, ROWS) as store:
+        ledger = store.ledger
+        ledger.reserve("dunning", candidates(dunning("i1")), AS_OF, "r1")
+        key = "dunning/i1/REMINDED_1"
+        assert ledger.settle("t1", AS_OF, claim=[key]) == []  # no message stored yet: nothing to send
+        ledger.store_messages([message(key, "first")])
+        ledger.store_messages([message(key, "second")])  # the first message stored stays
+        [claimed] = ledger.settle("t1", AS_OF, claim=[key])
+        assert claimed.body_text == "first" and ledger.claims([key]) == {key: "claimed"}
+        assert ledger.settle("t2", AS_OF, claim=[key]) == []  # another delivery's claim
+        ledger.settle("t2", AS_OF, outcomes=[outcome_row(key, SendResult(SendStatus.SENT, "250"))])
+        assert ledger.statuses([key]) == {key: "pending"}  # not t2's to record
+        ledger.settle("t1", AS_OF, release=[key])
+        assert ledger.claims([key]) == {key: "unclaimed"}
+        unsent = ledger.unsent_rows()
+        assert list(unsent["key"]) == [key] and unsent["stored"].tolist() == [True]
+        ledger.settle("t1", AS_OF, claim=[key])
+        retry = datetime(2027, 3, 10, 12, tzinfo=UTC)
+        deferred = outcome_row(key, SendResult(SendStatus.FAILED, error="451"), retry)
+        ledger.settle("t1", AS_OF, outcomes=[deferred])
+        assert ledger.statuses([key]) == {key: "failed"}
+        assert ledger.unsettled_counts() == {"pending": 0, "failed": 1, "unsent": 0, "bounced": 0}
+        assert ledger.retry_candidates(AS_OF, 3, retry - timedelta(minutes=1)).empty  # backing off
+        due = ledger.retry_candidates(AS_OF, 3, retry)
+        assert list(due["key"]) == [key] and due["permanent"].tolist() == [False]
+        ledger.requeue_failed("r2", [message(key, "again")])
+        [again] = ledger.settle("t3", AS_OF, claim=[key])
+        assert again.body_text == "again"
+        history = ledger.dunning_history(["i1"])
+        assert list(zip(history["step"], history["status"], strict=True)) == [("REMINDED_1", "pending")]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_rows_no_longer_due_are_withdrawn_and_unrendered_ones_fail(kind):
+    with store_of(kind, ROWS) as store:
+        ledger = store.ledger
+        ledger.reserve("dunning", candidates(dunning("i1")), AS_OF, "r1")
+        alert = ("renewal/c1/2027-04-09/30d", "c1", "2027-04-09", "30d", 30, None)
+        ledger.reserve("renewal", candidates(alert), AS_OF, "r1")
+        ledger.record_unrendered([("renewal/c1/2027-04-09/30d", "could not render: no template")])
+        assert ledger.statuses(["renewal/c1/2027-04-09/30d"]) == {"renewal/c1/2027-04-09/30d": "failed"}
+        assert ledger.withdraw_unsent(AS_OF) == []  # i1 is still open: it stays owed
+        pay(store, "i1")
+        assert ledger.withdraw_unsent(AS_OF) == ["dunning/i1/REMINDED_1"]
+        rows = ledger.unsettled_rows()
+        assert sorted(rows["key"]) == ["dunning/i1/REMINDED_1", "renewal/c1/2027-04-09/30d"]
+        assert ledger.retry_candidates(AS_OF, 3, datetime.now(UTC))["key"].tolist() == [
+            "renewal/c1/2027-04-09/30d"]  # the paid invoice is never retried
