@@ -206,6 +206,8 @@ def _print_summary(summary: RunSummary, temporary: bool, interrupted: Callable[[
         print(text_table(listed))
         print()
     print(summary.headline())
+    if summary.approval:
+        print(f"The night looked wrong and went on: {summary.approval}.")
     for line in left_out(summary):
         print(line)
     for line in paragraph_lines(summary):
@@ -341,8 +343,9 @@ def attention_lines(summary: object) -> list[str]:
 
 
 def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
+    approve = {"approve": args.approve} if args.approve else {}
     return _run_flow(settings, args.as_of, args.dry_run, send_cap=args.send_cap,
-                     allow_any_as_of=args.allow_any_as_of)
+                     allow_any_as_of=args.allow_any_as_of, **approve)
 
 
 def cmd_adopt(args: argparse.Namespace, settings: Settings) -> int:
@@ -618,13 +621,17 @@ def parser() -> argparse.ArgumentParser:
     init.add_argument("--with-sample-tables", action="store_true",
                       help="also create sample contracts, clients and invoices tables where missing")
     run = sub.add_parser("run", help="run the nightly flow once",  # one usage line: an error is 2 lines
-                         usage="%(prog)s [-h] [--as-of DATE] [--dry-run] [--send-cap N] [--allow-any-as-of]")
+                         usage="%(prog)s [-h] [--as-of DATE] [--dry-run] [--send-cap N]"
+                               " [--approve all|none|N] [--allow-any-as-of]")
     run.add_argument("--as-of", type=_as_of, help="business date YYYY-MM-DD (default: today)")
     run.add_argument("--dry-run", action="store_true", help="decide and render, write nothing")
     run.add_argument("--allow-any-as-of", action="store_true", help="take an --as-of more than 31 days"
                      " ahead or before the ledger's first night (a backfill; docs/parameters.md)")
     run.add_argument("--send-cap", type=_count, metavar="N",
                      help="at most N new emails per job in this run (most urgent first)")
+    run.add_argument("--approve", metavar="all|none|N",
+                     help="a night that looks wrong goes on: all of it, none, or at most N emails per job"
+                          " (docs/operations.md)")
     adopt = sub.add_parser("adopt", help="take over existing data: record everything due now"
                            " as handled, without sending")
     adopt.add_argument("--as-of", type=_as_of, help="business date YYYY-MM-DD (default: today)")
