@@ -274,6 +274,9 @@ def cmd_forecast(args: argparse.Namespace, settings: Settings) -> int:
         for row in held:
             print(f"  invoice {row['invoice_id']} (client {row['client_id']}): until {row['held_until']},"
                   f" {row['by']}")
+    for wait in rows.attrs.get("waits") or []:  # issue 40: a night that looks wrong
+        print(f"\nThe night of {wait['night']} would wait for a person (docs/operations.md): "
+              + "; ".join(wait["bounds"]))
     print("Assumes the nightly run every night and no payment, renewal or change; nothing was"
           " written or sent.")
     left = db.unsettled_counts(_engine(settings))

@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 
 from dueflow.tasks.core.bounces import copy_digests
 from dueflow.tasks.core.frames import pd
-from dueflow.tasks.core.guard import Approval, Figures, Tripped, latest_of_each_night, night_row
+from dueflow.tasks.core.guard import Approval, Figures, Tripped, each_night, night_row
 from dueflow.tasks.core.keys import Job, id_forms
 from dueflow.tasks.core.message import OutgoingEmail
 from dueflow.tasks.core.outcomes import utc_stamp
@@ -409,7 +409,7 @@ class MemoryLedger:
         """sql/nights_before (each night's latest run)."""
         rows = self._tx(lambda: sorted((n for n in reversed(self.nights) if n["as_of"] < before.isoformat()),
                                        key=lambda n: n["as_of"], reverse=True))
-        return latest_of_each_night(_frame(rows, ("as_of", "figures")), nights)
+        return each_night(_frame(rows, ("as_of", "figures")), nights)
 
     def record_night(self, as_of: date, flow_run_id: str | None, figures: Figures,
                      tripped: Sequence[Tripped] = (), approval: Approval | None = None) -> None:

@@ -20,7 +20,7 @@ from dueflow.tasks.adapters.db import Database
 from dueflow.tasks.adapters.db_errors import database_problem, transient
 from dueflow.tasks.adapters.sources import failing_expressions
 from dueflow.tasks.core.frames import pd
-from dueflow.tasks.core.guard import Approval, Figures, Tripped, latest_of_each_night, night_row
+from dueflow.tasks.core.guard import Approval, Figures, Tripped, each_night, night_row
 from dueflow.tasks.core.message import OutgoingEmail
 from dueflow.tasks.core.outcomes import utc_stamp
 from dueflow.tasks.core.ports import Store
@@ -134,7 +134,7 @@ class SqlLedger:
         return db.kept_apart(self.engine)
 
     def recent_nights(self, before: date, nights: int) -> list[Figures]:
-        return latest_of_each_night(db.nights_before(self.engine, before, 4 * nights), nights)
+        return each_night(db.nights_before(self.engine, before, 4 * nights), nights)
 
     def record_night(self, as_of: date, flow_run_id: str | None, figures: Figures,
                      tripped: Sequence[Tripped] = (), approval: Approval | None = None) -> None:

@@ -93,11 +93,28 @@ def night_row(as_of: date, flow_run_id: str | None, figures: Figures, tripped: S
             "approved_by": approval.by if approval else None, "approved_at": at if approval else None}
 
 
-def latest_of_each_night(rows: pd.DataFrame, nights: int) -> list[Figures]:
-    """The figures of each night's latest run, newest night first, at most `nights`
-    (`rows`: as_of, figures, newest first)."""
-    latest = rows.drop_duplicates("as_of", keep="first").head(nights)
-    return [figures_from_json(text) for text in latest["figures"]]
+def each_night(rows: pd.DataFrame, nights: int) -> list[Figures]:
+    """The figures of each night, newest first, at most `nights` (`rows`: as_of and figures
+    of every run recorded, newest night first): the emails and amounts of all its runs
+    together — a night a cap or a person held back and a later run finished is one night —
+    and the most open invoices any of its runs read."""
+    found: list[Figures] = []
+    for _, runs in rows.groupby("as_of", sort=False):
+        each = [figures_from_json(text) for text in runs["figures"]]
+        emails: dict[str, int] = {}
+        amounts: dict[str, dict[str, Decimal]] = {}
+        for figures in each:
+            for job, count in figures.emails.items():
+                emails[job] = emails.get(job, 0) + count
+            for job, sums in figures.amounts.items():
+                totals = amounts.setdefault(job, {})
+                for currency, value in sums.items():
+                    totals[currency] = totals.get(currency, Decimal(0)) + value
+        read = [f.open_invoices for f in each if f.open_invoices is not None]
+        found.append(Figures(emails, amounts, max(read) if read else None))
+        if len(found) == nights:
+            break
+    return found
 
 
 def figures_of(due: Mapping[str, pd.DataFrame], open_invoices: int | None = None) -> Figures:

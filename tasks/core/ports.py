@@ -127,8 +127,8 @@ class Ledger(DeliveryLedger, Protocol):
         ...
 
     def recent_nights(self, before: date, nights: int) -> list[Figures]:
-        """The figures of the last `nights` nights before `before` (each night's latest
-        run), newest first: what a night compares itself with (tasks/core/guard.py)."""
+        """The figures of the last `nights` nights before `before` (all the runs of a night
+        together), newest first: what a night compares itself with (tasks/core/guard.py)."""
         ...
 
     def record_night(self, as_of: date, flow_run_id: str | None, figures: Figures,

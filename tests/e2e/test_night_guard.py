@@ -120,6 +120,9 @@ def test_from_the_command_line_the_night_stops_in_one_line_and_goes_on_with_appr
     assert stopped.returncode == 2 and len(stopped.stderr.strip().splitlines()) == 1, stopped.stderr
     assert "30 emails tonight, against a median of 2" in stopped.stderr and "--approve all" in stopped.stderr
     assert smtp_sink.keys() == [] and db.ledger_rows(db.engine_for(url)).empty
+    foreseen = dueflow_cli("forecast", "--from", AS_OF.isoformat(), "--days", "2", env=env)
+    assert (f"The night of {AS_OF} would wait for a person (docs/operations.md): dunning: 30 emails tonight,"
+            " against a median of 2 over the last 3 nights") in foreseen.stdout, foreseen.stdout
     approved = dueflow_cli("run", "--as-of", AS_OF.isoformat(), "--approve", "all", env=env)
     assert approved.returncode == 0, approved.stderr
     assert len(smtp_sink.keys()) == 30 and "The night looked wrong and went on: send all" in approved.stdout
