@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from prefect import State
     from sqlalchemy import Engine
 
+    from dueflow.flows.run_end import NightEnd
     from dueflow.tasks.core.frames import pd
     from dueflow.tasks.core.report import RunSummary
     from dueflow.tasks.ledger_export import Format
@@ -166,20 +167,22 @@ def _run_flow(settings: Settings, as_of: date | None, dry_run: bool, **params: A
                         f" ({problem}): start it, or unset PREFECT_API_URL to run with a temporary"
                         " server; nothing was done")
     try:
+        from dueflow.flows.run_end import RunEndUnrecorded, night_end
         from dueflow.tasks import progress
 
         with (prefect_api.temporary_server(EPHEMERAL_STARTUP) as temporary,
-              _stop_on_interrupt() as interrupted, progress.shown_on(sys.stderr)):
-            if _COMMAND:  # the API lost: the summary is printed as the night ends (finish)
-                prefect_api.end_when_lost(lambda summary: _print_summary(summary, True, interrupted))
+              _stop_on_interrupt() as interrupted, progress.shown_on(sys.stderr), night_end() as end):
+            unrecorded_end = False
             try:
                 # The flow ends in a State (its run form's annotation), Failed "Needs attention"
                 # when emails wait for a person: its result is the summary all the same.
                 state = cast("State", nightly_alerts(as_of=as_of, dry_run=dry_run, return_state=True,
                                                      **params))
                 summary = summary_of(state)
+            except RunEndUnrecorded as unrecorded:  # the API was lost: the state, never recorded
+                summary, unrecorded_end = summary_of(unrecorded.state), True
             except Exception as exc:
-                summary = _after_lost_api(exc)
+                summary = _after_lost_api(exc, end)
     except prefect_api.TemporaryServerCannotStart as exc:
         raise UserError(f"the temporary Prefect server cannot start: {exc}; set PREFECT_HOME (or HOME) to a"
                         " writable folder, or point PREFECT_API_URL at a running `prefect server start`;"
@@ -188,7 +191,8 @@ def _run_flow(settings: Settings, as_of: date | None, dry_run: bool, **params: A
         raise UserError("the temporary Prefect server did not start in time (set"
                         " PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS higher, or point"
                         " PREFECT_API_URL at a running `prefect server start`)") from None
-    return _print_summary(summary, temporary, interrupted)
+    # No link to the run in the UI when the API is gone (nor for the temporary server).
+    return _print_summary(summary, temporary or unrecorded_end, interrupted)
 
 
 def _print_summary(summary: RunSummary, temporary: bool, interrupted: Callable[[], bool]) -> int:
@@ -223,15 +227,17 @@ def _print_summary(summary: RunSummary, temporary: bool, interrupted: Callable[[
     return 0
 
 
-def _after_lost_api(exc: Exception) -> RunSummary:
+def _after_lost_api(exc: Exception, end: NightEnd) -> RunSummary:
     """The night's summary when its work was done and only recording its end in Prefect
-    failed, the API being gone; otherwise the exception, as it was."""
+    failed, the API lost after the flow's end; otherwise the exception, as it was."""
     from dueflow.flows import prefect_api
+    from dueflow.flows.run_end import LOST_END
+    from dueflow.tasks.core.report import summary_of
 
-    summary = prefect_api.recall()
-    if summary is None or not prefect_api.lost(exc):
+    if end.state is None or not prefect_api.lost(exc):
         raise exc
-    summary.warnings.append(prefect_api.LOST_END)
+    summary = summary_of(end.state)
+    summary.warnings.append(LOST_END)
     return summary
 
 
@@ -695,9 +701,6 @@ def _without_secrets(text: str) -> str:
     return scrub(text, secrets_of(os.environ))
 
 
-_COMMAND: list[bool] = []  # set when `dueflow` runs as a command, not called from Python
-
-
 def utf8_streams() -> None:
     """The command reads and writes UTF-8 whatever the locale says, as Python's UTF-8 mode
     does (issue 45): under a Latin-1 locale (de_DE, es_ES without .UTF-8) the first € or —
@@ -715,7 +718,6 @@ def utf8_streams() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    _COMMAND[:] = [True] if argv is None else []
     if argv is None:
         utf8_streams()
     try:

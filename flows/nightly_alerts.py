@@ -478,14 +478,15 @@ def finish(summary: RunSummary, attention_state: str = defaults.ATTENTION_STATE)
     attention" and announced by an event (NEEDS_ATTENTION_EVENT, docs/operations.md) when
     something waits for a person — and of the Failed type (red in the UI, not green) when
     emails do (failed, pending, bounced), unless DUEFLOW_ATTENTION_STATE=completed. The
-    summary is in the state's (persisted) result either way: `report.summary_of(state)`."""
+    summary is in the state's (persisted) result either way: `report.summary_of(state)`.
+    A command whose Prefect API was lost is handed the state without Prefect recording it
+    (flows/run_end.py)."""
     from prefect.events import emit_event
     from prefect.states import Completed, Failed
 
-    from dueflow.flows.prefect_api import end_if_lost, remember
+    from dueflow.flows.run_end import ended
     from dueflow.tasks.core.report import NeedsAttention, attention_payload, emails_need_person, needs_person
 
-    remember(summary)  # what the CLI prints if the API is lost before the state is recorded
     log = get_run_logger()
     attention = needs_person(summary) and not summary.dry_run  # a preview changed nothing
     log.info("%s", summary.headline())  # at INFO: the CLI prints its own summary
@@ -498,10 +499,9 @@ def finish(summary: RunSummary, attention_state: str = defaults.ATTENTION_STATE)
                       "prefect.resource.role": "flow-run"}] if summary.flow_run_id else [],
             payload=attention_payload(summary),
         )
-    end_if_lost(summary)  # a command whose API is gone prints the summary and ends here
     if attention and attention_state == "failed" and emails_need_person(summary):
         # A Failed state's data is what a call raises: NeedsAttention, holding the summary.
-        return Failed(message=summary.headline(), data=NeedsAttention(summary.headline(), summary),
-                      name=ATTENTION_STATE_NAME)
-    return Completed(message=summary.headline(), data=summary,
-                     name=ATTENTION_STATE_NAME if attention else "Completed")
+        return ended(Failed(message=summary.headline(), data=NeedsAttention(summary.headline(), summary),
+                            name=ATTENTION_STATE_NAME), summary)
+    return ended(Completed(message=summary.headline(), data=summary,
+                           name=ATTENTION_STATE_NAME if attention else "Completed"), summary)

@@ -19,7 +19,7 @@ import logging
 import os
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -28,25 +28,9 @@ from uuid import UUID
 if TYPE_CHECKING:
     import ssl
 
-    from dueflow.tasks.core.report import RunSummary
-
 DRAIN_SECONDS = 4.0  # events and logs left for the API when a command ends
 PROBE_SECONDS = 3.0
 STALE_TAG_PREFIX = "dueflow-ledger:"
-
-# The summary of the night that last finished in this process: what a command prints when
-# the API it would read it from was lost after the night's work (the run's final state
-# could not be recorded).
-_finished: list[RunSummary] = []
-
-
-def remember(summary: RunSummary) -> None:
-    _finished[:] = [summary]
-
-
-def recall() -> RunSummary | None:
-    return _finished.pop() if _finished else None
-
 
 # Set once Prefect's own clients have met an API that does not answer.
 _lost: list[str] = []
@@ -87,25 +71,6 @@ def quiet_when_lost() -> None:
             logger = logging.getLogger(name)
             if not any(isinstance(f, _LostApiLines) for f in logger.filters):  # once a process
                 logger.addFilter(_LostApiLines(without_exception))
-
-
-_ender: list[Callable[[RunSummary], int]] = []
-LOST_END = ("the Prefect API was lost before the run's end was recorded: Prefect shows it 'Running'"
-            " until the next run on this ledger marks it Crashed (docs/prefect-api.md); the ledger"
-            " holds what was done")
-
-
-def end_when_lost(show: Callable[[RunSummary], int]) -> None:
-    """For a command: when its night ends with the API lost, `show` prints the summary and
-    gives the exit code, and the process ends there (end_if_lost) — Prefect's client would
-    spend minutes retrying to record the run's end on a server that is gone."""
-    _ender[:] = [show]
-
-
-def end_if_lost(summary: RunSummary) -> None:
-    if _lost and _ender:
-        summary.warnings.append(LOST_END)
-        leave(_ender[0](summary))
 
 
 def was_lost() -> bool:
@@ -281,6 +246,7 @@ def temporary_server(startup_timeout: int) -> Iterator[bool]:
             try:
                 yield True
             finally:
-                drain()
+                if not _lost:  # a server that stopped answering would be waited on for nothing
+                    drain()
     finally:
         server.stop()

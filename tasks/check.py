@@ -33,7 +33,7 @@ from dueflow.blocks.settings import Settings, redact_url
 from dueflow.blocks.table import SETTINGS, VARIABLES
 from dueflow.tasks.core import defaults
 from dueflow.tasks.core.addresses import Mailbox
-from dueflow.tasks.core.decide import due_dunning_steps, due_renewal_alerts
+from dueflow.tasks.core.dunning_rule import due_dunning_steps
 from dueflow.tasks.core.frames import pd
 from dueflow.tasks.core.llm_guard import rule_drafts
 from dueflow.tasks.core.locales import SUPPORTED_LOCALES
@@ -41,6 +41,7 @@ from dueflow.tasks.core.message import message_bytes
 from dueflow.tasks.core.parameters import default_parameters
 from dueflow.tasks.core.phrasebook import DRAFTED_STEPS, Phrasebook, default_phrasebook
 from dueflow.tasks.core.render import Composed, EmailLook, compose_dunning_emails, compose_renewal_alerts
+from dueflow.tasks.core.renewal_rule import due_renewal_alerts
 
 TIMEOUT = 10.0  # seconds for each network check
 SAMPLE_ESCALATION = "escalations@example.com"

@@ -23,17 +23,8 @@ from dueflow.tasks.adapters.invoice_files import with_invoice_pdfs
 from dueflow.tasks.adapters.llm_client import plan_paragraphs
 from dueflow.tasks.core.addresses import Mailbox
 from dueflow.tasks.core.calendar import BusinessCalendar
-from dueflow.tasks.core.decide import (
-    Decision,
-    DunningRules,
-    due_dunning_steps,
-    due_renewal_alerts,
-    dunning_steps_for,
-    renewal_alerts_for,
-    renewal_window,
-    settled_apart,
-    with_settled,
-)
+from dueflow.tasks.core.decide import Decision
+from dueflow.tasks.core.dunning_rule import DunningRules, due_dunning_steps, dunning_steps_for
 from dueflow.tasks.core.frames import pd
 from dueflow.tasks.core.invoice_pdf import PdfTemplate
 from dueflow.tasks.core.keys import CLIENT_STEPS, Job
@@ -48,6 +39,13 @@ from dueflow.tasks.core.render import (
     compose_dunning_emails,
     compose_renewal_alerts,
     stored_drafts,
+)
+from dueflow.tasks.core.renewal_rule import (
+    due_renewal_alerts,
+    renewal_alerts_for,
+    renewal_window,
+    settled_apart,
+    with_settled,
 )
 from dueflow.tasks.core.tone import FREE_TEXT_SOURCE, Draft, Fallback, payment_history_frame
 

@@ -5,7 +5,7 @@
 -- an ISO date and time. The night reads this with the session's TimeZone set to the
 -- business time zone, so a timestamp's text starts with its business date; a text column
 -- holds its own offsets, up to two days away: :start_by_text is two days later.
--- tasks.core.decide.dunning_may_be_due is the exact rule, over the rows this lets through
+-- tasks.core.dunning_rule.dunning_may_be_due is the exact rule, over the rows this lets through
 -- (tested to pick the same invoices).
 o.id IN (SELECT subject_id FROM dated)
 OR (NOT EXISTS (SELECT 1 FROM steps s WHERE s.subject_id = o.id)

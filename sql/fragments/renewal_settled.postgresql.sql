@@ -1,8 +1,8 @@
 -- Contract row p (with p.lead, tonight's due lead) needs no decision tonight: it is active,
 -- its id is unique, its cycle already has this lead or a more urgent one in the ledger
--- (what tasks.core.decide calls "handled"), and tonight's key is neither pending nor
+-- (what tasks.core.renewal_rule calls "handled"), and tonight's key is neither pending nor
 -- failed (those are reported as such, so they go through the decision).
--- tasks.core.decide.settled_renewals is the same rule over DataFrames (tested to agree).
+-- tests/helpers/oracles.renewal_settled is the same rule over DataFrames (tested to agree).
 p.lead IS NOT NULL AND p.status = 'active'
 AND EXISTS (SELECT 1 FROM dueflow_ledger m
             WHERE m.job = 'renewal' AND m.subject_id = p.id

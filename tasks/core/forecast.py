@@ -16,9 +16,9 @@ from __future__ import annotations
 from datetime import date, timedelta
 
 from dueflow.tasks.core.calendar import BusinessCalendar
-from dueflow.tasks.core.decide import hold_ends
 from dueflow.tasks.core.frames import pd
 from dueflow.tasks.core.guard import Bounds, Figures, figures_of, looks_wrong
+from dueflow.tasks.core.invoices import hold_ends
 from dueflow.tasks.core.keys import printable_ids
 from dueflow.tasks.core.statuses import LedgerStatus
 from dueflow.tasks.core.validate import as_dates

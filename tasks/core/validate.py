@@ -1,11 +1,9 @@
-"""Vectorised checks shared by every job: dates, flags, and the reasons of quarantine."""
+"""Vectorised readings shared by every job: dates, flags, and values quoted for a reason of
+quarantine (the reasons themselves: reasons.py)."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
-
-import numpy as np
 
 from dueflow.tasks.core.frames import pd
 from dueflow.tasks.core.keys import printable_id
@@ -69,22 +67,3 @@ def quote(values: pd.Series) -> pd.Series:
     UTF-8 escaped, long values cut."""
     shown = values.astype(object).map(lambda v: "" if v is None or v is pd.NA else printable_id(v))
     return "'" + shown.str.slice(0, 80) + "'"
-
-
-Reason = str | Callable[[pd.Index], pd.Series]
-
-
-def first_reason(checks: Sequence[tuple[pd.Series, Reason]], index: pd.Index) -> pd.Series:
-    """The reason of the first failing check per row (NA where every check passes). A
-    reason is a text, or a function of the failing rows' index that words it for them:
-    values are quoted only for the rows that need it."""
-    reasons = pd.Series(pd.NA, index=index, dtype="string")
-    undecided = np.ones(len(index), dtype=bool)  # numpy: a check costs microseconds, not 0.1 ms
-    for failed, reason in checks:
-        aligned = failed if failed.index.equals(index) else failed.reindex(index)
-        hit = aligned.to_numpy(dtype=bool, na_value=False) & undecided
-        if hit.any():
-            rows = index[hit]
-            reasons[rows] = reason if isinstance(reason, str) else reason(rows)
-            undecided &= ~hit
-    return reasons

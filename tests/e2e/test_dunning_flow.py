@@ -10,7 +10,7 @@ from sqlalchemy import text
 
 from dueflow.flows.nightly_alerts import nightly_alerts
 from dueflow.tasks.adapters import db
-from dueflow.tasks.core.decide import due_dunning_steps
+from dueflow.tasks.core.dunning_rule import due_dunning_steps
 from dueflow.tasks.core.phrasebook import NOT_BEFORE_DUE, tones_for
 from dueflow.tasks.core.tone import read_plan
 from tests.helpers.concurrency import race

@@ -25,7 +25,7 @@ from sqlalchemy import create_engine, text
 from dueflow.flows.nightly_alerts import nightly_alerts
 from dueflow.tasks.adapters import db
 from dueflow.tasks.adapters.sql_store import sql_store
-from dueflow.tasks.core.decide import due_dunning_steps
+from dueflow.tasks.core.dunning_rule import due_dunning_steps
 from dueflow.tasks.core.keys import dunning_key, printable_id, renewal_key
 from dueflow.tasks.core.message import HEADER_NAMES
 from dueflow.tasks.core.validate import business_dates

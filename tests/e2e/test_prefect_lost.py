@@ -143,3 +143,46 @@ def test_7_ctrl_c_to_the_process_group_on_the_temporary_server_exits_promptly_an
     # session's Prefect server).
     assert_stopped_mid_delivery_then_rerun(db_url, smtp_sink, cli_env, tmp_path, expected,
                                            set(smtp_sink.keys()))
+
+
+@pytest.mark.xdist_group("prefect-server")
+def test_a_night_whose_api_was_lost_hands_its_end_to_the_command_and_prefect_records_none(
+        prefect_server, monkeypatch):
+    """What lets test_6's command end at once, held against Prefect's own engine: a run
+    ending with its API lost while a command awaits it (flows/run_end.py) reaches the command
+    as a value — RunEndUnrecorded, holding the final state and its summary — and the engine
+    proposes no state on the way (the run stays Running for the next run to find stale).
+    Called from Python, or with the API back by the end, the same run returns its state as
+    Prefect records it."""
+    from datetime import date
+
+    from prefect import flow
+    from prefect.runtime import flow_run
+    from prefect.states import Completed
+
+    from dueflow.flows import prefect_api, run_end
+    from dueflow.tasks.core.report import RunSummary, summary_of
+
+    @flow(name="dueflow-lost-end-probe", persist_result=False)
+    def night() -> object:
+        summary = RunSummary(as_of=date(2027, 1, 1), dry_run=True, flow_run_id=flow_run.get_id())
+        return run_end.ended(Completed(message="done", data=summary), summary)
+
+    # As Prefect's clients or the probe say, and the probe again at the end:
+    monkeypatch.setattr(prefect_api, "_lost", ["test"])
+    monkeypatch.setattr(run_end, "unreachable", lambda: "ConnectError: gone")
+    with run_end.night_end() as end, pytest.raises(run_end.RunEndUnrecorded) as raised:
+        night(return_state=True)
+    summary = summary_of(raised.value.state)
+    assert end.state is raised.value.state and run_end.LOST_END in summary.warnings
+    assert flow_run_state(prefect_server, summary.flow_run_id) == "RUNNING"
+
+    from_python = night(return_state=True)  # no command awaits it: as Prefect returns it
+    assert from_python.is_completed() and run_end.LOST_END not in summary_of(from_python).warnings
+    assert flow_run_state(prefect_server, summary_of(from_python).flow_run_id) == "COMPLETED"
+
+    monkeypatch.setattr(run_end, "unreachable", lambda: None)  # lost for a while, back by the end
+    with run_end.night_end():
+        came_back = night(return_state=True)
+    assert came_back.is_completed() and run_end.LOST_END not in summary_of(came_back).warnings
+    assert flow_run_state(prefect_server, summary_of(came_back).flow_run_id) == "COMPLETED"

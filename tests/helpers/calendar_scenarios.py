@@ -12,7 +12,7 @@ from datetime import date, timedelta
 from hypothesis import strategies as st
 
 from dueflow.tasks.core.calendar import BusinessCalendar, parse_business_days, parse_closed_days
-from dueflow.tasks.core.decide import DunningRules
+from dueflow.tasks.core.dunning_rule import DunningRules
 from dueflow.tasks.core.money import parse_minimums
 from dueflow.tasks.core.profiles import default_profile, parse_profiles
 from tests.helpers.oracles import InvoiceFacts

@@ -16,9 +16,10 @@ from datetime import date, timedelta
 
 import numpy as np
 
-from dueflow.tasks.core.decide import _duplicates, _text, due_lead
+from dueflow.tasks.core.decide import column_text, id_copies
 from dueflow.tasks.core.frames import pd
 from dueflow.tasks.core.keys import renewal_keys
+from dueflow.tasks.core.renewal_rule import due_lead
 from dueflow.tasks.core.statuses import CONTRACT_ACTIVE
 from dueflow.tasks.core.validate import as_dates
 
@@ -36,7 +37,7 @@ def renewal_settled(contracts: pd.DataFrame, history: pd.DataFrame, open_keys: d
     days_left = (renewal - pd.Timestamp(as_of)).dt.days
     lead = pd.Series(due_lead(days_left.fillna(-1).to_numpy(dtype=np.int64), leads),
                      index=rows.index).where(renewal.notna(), -1)
-    ids = _text(rows, "id")
+    ids = column_text(rows, "id")
     cycle = renewal.dt.strftime("%Y-%m-%d").astype("string")
     ranks = history.astype({"subject_id": "string", "cycle": "string"}).groupby(
         ["subject_id", "cycle"])["handled_rank"].min()
@@ -44,8 +45,8 @@ def renewal_settled(contracts: pd.DataFrame, history: pd.DataFrame, open_keys: d
     handled_rank = pd.to_numeric(pd.Series(ranks.reindex(pairs).to_numpy(), index=rows.index))
     key = renewal_keys(ids, cycle, lead)
     open_key = key.isin(list(open_keys)).fillna(False).astype(bool)
-    return ((lead >= 0) & (_text(rows, "status") == CONTRACT_ACTIVE).fillna(False)
-            & (_duplicates(ids) == 1) & ids.notna()
+    return ((lead >= 0) & (column_text(rows, "status") == CONTRACT_ACTIVE).fillna(False)
+            & (id_copies(ids) == 1) & ids.notna()
             & (handled_rank <= lead).fillna(False) & ~open_key).astype(bool)
 
 

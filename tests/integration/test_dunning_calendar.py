@@ -15,7 +15,7 @@ from sqlalchemy import text
 from dueflow.tasks.adapters import db
 from dueflow.tasks.adapters.sql_store import sql_store
 from dueflow.tasks.core.addresses import Mailbox
-from dueflow.tasks.core.decide import DunningRules
+from dueflow.tasks.core.dunning_rule import DunningRules
 from dueflow.tasks.core.profiles import default_profile, parse_profiles
 from dueflow.tasks.core.sources import parse_mapping
 from dueflow.tasks.jobs import DunningJob

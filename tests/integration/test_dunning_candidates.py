@@ -21,7 +21,7 @@ from sqlalchemy import create_engine, text
 from dueflow.tasks.adapters import db
 from dueflow.tasks.adapters.sql_store import sql_store
 from dueflow.tasks.core.addresses import Mailbox
-from dueflow.tasks.core.decide import due_dunning_steps, dunning_may_be_due
+from dueflow.tasks.core.dunning_rule import due_dunning_steps, dunning_may_be_due
 from dueflow.tasks.jobs import DunningJob
 from tests import examples
 from tests.conftest import PG_URL, require_pg

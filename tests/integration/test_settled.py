@@ -21,7 +21,7 @@ from sqlalchemy import create_engine, text
 
 from dueflow.sql import statement, with_fragments
 from dueflow.tasks.adapters import db
-from dueflow.tasks.core.decide import due_renewal_alerts, renewal_window, settled_apart, with_settled
+from dueflow.tasks.core.renewal_rule import due_renewal_alerts, renewal_window, settled_apart, with_settled
 from tests import examples
 from tests.conftest import PG_URL, require_pg
 from tests.helpers.factories import sourced, without_keys

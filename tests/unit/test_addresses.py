@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dueflow.tasks.core.addresses import address_problem, address_problems, parse_mailbox, valid_email
-from dueflow.tasks.core.decide import due_renewal_alerts
+from dueflow.tasks.core.renewal_rule import due_renewal_alerts
 from tests import examples
 from tests.unit.test_renewal_rule import contracts_frame
 

@@ -22,7 +22,7 @@ from dueflow.tasks.core.bounces import (
     parse_report,
     reports_frame,
 )
-from dueflow.tasks.core.decide import due_dunning_steps
+from dueflow.tasks.core.dunning_rule import due_dunning_steps
 from dueflow.tasks.core.message import message_id_for
 from dueflow.tasks.core.render import compose_dunning_emails
 from tests import examples

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from dueflow.blocks.errors import ConfigError
 from dueflow.blocks.settings import Settings
 from dueflow.tasks.core.addresses import Mailbox, is_address
-from dueflow.tasks.core.decide import due_dunning_steps
+from dueflow.tasks.core.dunning_rule import due_dunning_steps
 from dueflow.tasks.core.invoice_pdf import (
     TemplateError,
     invoice_pdf_paths,

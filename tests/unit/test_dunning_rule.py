@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dueflow.tasks.core.decide import due_dunning_steps
+from dueflow.tasks.core.dunning_rule import due_dunning_steps
 from tests import examples
 from tests.helpers.calendar_scenarios import ESCALATION
 from tests.helpers.calendar_scenarios import day as calendar_day

@@ -11,10 +11,11 @@ import pandas as pd
 from hypothesis import HealthCheck, given, settings
 
 from dueflow.tasks.core.addresses import Mailbox
-from dueflow.tasks.core.decide import due_dunning_steps, due_renewal_alerts
+from dueflow.tasks.core.dunning_rule import due_dunning_steps
 from dueflow.tasks.core.keys import id_problems, parse_key, printable_id
 from dueflow.tasks.core.message import HEADER_NAMES, OutgoingEmail, message_bytes
 from dueflow.tasks.core.render import compose_dunning_emails, compose_renewal_alerts
+from dueflow.tasks.core.renewal_rule import due_renewal_alerts
 from dueflow.tasks.core.validate import business_dates
 from tests import examples
 from tests.helpers import hostile

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dueflow.tasks.core.calendar import BusinessCalendar, parse_business_days
-from dueflow.tasks.core.decide import due_lead, due_renewal_alerts
+from dueflow.tasks.core.renewal_rule import due_lead, due_renewal_alerts
 from tests import examples
 from tests.helpers.oracles import expected_renewal_keys
 

@@ -8,7 +8,7 @@ from datetime import date
 
 import pandas as pd
 
-from dueflow.tasks.core.decide import due_renewal_alerts
+from dueflow.tasks.core.renewal_rule import due_renewal_alerts
 from dueflow.tasks.core.report import (
     SUMMARY_COLUMNS,
     concat_rows,

@@ -12,10 +12,11 @@ import numpy as np
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from dueflow.tasks.core.decide import due_dunning_steps, due_renewal_alerts
+from dueflow.tasks.core.dunning_rule import due_dunning_steps
 from dueflow.tasks.core.frames import pd
 from dueflow.tasks.core.keys import id_problem, id_problems
 from dueflow.tasks.core.money import amount_problem, amount_problems
+from dueflow.tasks.core.renewal_rule import due_renewal_alerts
 from dueflow.tasks.core.text import invalid_utf8, lines, search_rows
 from tests import examples
 

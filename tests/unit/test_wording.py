@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dueflow.tasks.core.addresses import Mailbox
-from dueflow.tasks.core.decide import due_dunning_steps, due_renewal_alerts
+from dueflow.tasks.core.dunning_rule import due_dunning_steps
 from dueflow.tasks.core.keys import DUNNING_STEPS, DunningStep
 from dueflow.tasks.core.locales import SUPPORTED_LOCALES
 from dueflow.tasks.core.message import OutgoingEmail
@@ -27,6 +27,7 @@ from dueflow.tasks.core.render import (
     dunning_context,
     render,
 )
+from dueflow.tasks.core.renewal_rule import due_renewal_alerts
 from dueflow.tasks.core.wording import count_days, long_date, relative_day
 from tests import examples
 
