@@ -394,6 +394,10 @@ def main(argv: list[str] | None = None) -> int:
         # The nights are dates of the benchmark's own (--as-of), not today's: what the
         # setting is for (docs/parameters.md). A tree older than the setting ignores it.
         "DUEFLOW_ALLOW_ANY_AS_OF": "on",
+        # A first night of thousands of emails waits for a person (docs/operations.md, "A night
+        # that looks wrong"); the benchmark measures the night's work, as a company that has
+        # approved it would run it. A tree older than the setting ignores it.
+        "DUEFLOW_GUARD": "off",
     }
     env.pop("OPENAI_API_KEY", None)
     if args.tree:

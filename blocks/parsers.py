@@ -51,6 +51,29 @@ def seconds(value: str, name: str) -> float:
     return number
 
 
+def times(value: str, name: str) -> float:
+    """A factor greater than 1 (`5`, `2.5`)."""
+    try:
+        number = float(value)
+    except ValueError:
+        number = 0.0
+    if not 1 < number < 1e6:
+        raise ConfigError(f"{name}={_shown(value)} must be a number greater than 1, e.g. 5")
+    return number
+
+
+def share(value: str, name: str) -> float:
+    """A share of a whole, as a percentage (`50%`) or a fraction (`0.5`)."""
+    written = value.removesuffix("%")
+    try:
+        number = float(written) / (100 if written != value else 1)
+    except ValueError:
+        number = -1.0
+    if not 0 < number <= 1:
+        raise ConfigError(f"{name}={_shown(value)} must be a share such as 50% or 0.5")
+    return number
+
+
 def whole(low: int, high: int) -> Parser:
     """A whole number from `low` to `high`."""
     def parse(value: str, name: str) -> int:

@@ -32,6 +32,7 @@ from dueflow.tasks.core.addresses import parse_mailbox
 if TYPE_CHECKING:
     from dueflow.blocks.endpoints import BounceConfig, MailConfig
     from dueflow.tasks.core.calendar import BusinessCalendar
+    from dueflow.tasks.core.guard import Bounds
     from dueflow.tasks.core.invoice_pdf import PdfTemplate
     from dueflow.tasks.core.message import Sender
     from dueflow.tasks.core.phrasebook import Phrasebook
@@ -112,6 +113,12 @@ class Settings(SettingsTable):
         self.profiles()
         self.phrasebook()
         return self
+
+    def guard_bounds(self) -> Bounds | None:
+        """What an ordinary night may do (tasks/core/guard.py); None with DUEFLOW_GUARD off."""
+        from dueflow.tasks.core.guard import Bounds
+
+        return Bounds(self.guard_min_emails, self.guard_factor, self.guard_open_share) if self.guard else None
 
     def with_parameters(self, **parameters: object) -> Settings:
         """These settings with a run's parameters that are settings too (the table's

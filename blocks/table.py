@@ -27,7 +27,9 @@ from dueflow.blocks.parsers import (
     one_of,
     schema_name,
     seconds,
+    share,
     text,
+    times,
     whole,
 )
 from dueflow.tasks.core import defaults
@@ -317,6 +319,27 @@ class SettingsTable:
     schedule_timezone: str | None = setting(
         "DUEFLOW_SCHEDULE_TIMEZONE", text, None, group="time", shown="`prefect.yaml`'s: `Europe/Madrid`",
         doc="replaces the time zone of that schedule")
+
+    # -- A night that looks wrong -----------------------------------------------------------
+    guard: bool = setting(
+        "DUEFLOW_GUARD", on_off, True, group="guard",
+        doc="`off`: a night never waits for a person, whatever it would send (see the bounds below;"
+            " [operations.md](operations.md#a-night-that-looks-wrong))")
+    guard_min_emails: int = setting(
+        "DUEFLOW_GUARD_MIN_EMAILS", whole(1, 10_000_000), defaults.GUARD_MIN_EMAILS, group="guard",
+        doc="a job with no more emails than this tonight never waits: small nights are what dunning is")
+    guard_factor: float = setting(
+        "DUEFLOW_GUARD_FACTOR", times, defaults.GUARD_FACTOR, group="guard",
+        doc="a night waits when a job would send more than this many times the median of the recent"
+            " nights' emails, or remind this many times their amount in a currency, or finds this many"
+            " times the open invoices of the last night (a first night waits above the minimum alone)")
+    guard_open_share: float = setting(
+        "DUEFLOW_GUARD_OPEN_SHARE", share, defaults.GUARD_OPEN_SHARE, group="guard", shown="`50%`",
+        doc="a night waits when it would remind more than this share of the open invoices")
+    approval_timeout: float = setting(
+        "DUEFLOW_APPROVAL_TIMEOUT", seconds, defaults.APPROVAL_TIMEOUT, group="guard",
+        doc="seconds a paused night waits for a person's choice in the Prefect UI; then it ends"
+            " \"Needs attention\" with nothing sent, and emits `dueflow.run.needs-attention`")
 
     # -- Language ---------------------------------------------------------------------------
     operator_language: str = setting(

@@ -210,6 +210,8 @@ def _print_summary(summary: RunSummary, temporary: bool, interrupted: Callable[[
         print(text_table(listed))
         print()
     print(summary.headline())
+    if summary.approval:
+        print(f"The night looked wrong and went on: {summary.approval}.")
     for line in left_out(summary):
         print(line)
     for line in paragraph_lines(summary):
@@ -278,6 +280,9 @@ def cmd_forecast(args: argparse.Namespace, settings: Settings) -> int:
         for row in held:
             print(f"  invoice {row['invoice_id']} (client {row['client_id']}): until {row['held_until']},"
                   f" {row['by']}")
+    for wait in rows.attrs.get("waits") or []:  # issue 40: a night that looks wrong
+        print(f"\nThe night of {wait['night']} would wait for a person (docs/operations.md): "
+              + "; ".join(wait["bounds"]))
     print("Assumes the nightly run every night and no payment, renewal or change; nothing was"
           " written or sent.")
     left = db.unsettled_counts(_engine(settings))
@@ -347,8 +352,9 @@ def attention_lines(summary: object) -> list[str]:
 
 
 def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
+    approve = {"approve": args.approve} if args.approve else {}
     return _run_flow(settings, args.as_of, args.dry_run, send_cap=args.send_cap,
-                     allow_any_as_of=args.allow_any_as_of)
+                     allow_any_as_of=args.allow_any_as_of, **approve)
 
 
 def cmd_adopt(args: argparse.Namespace, settings: Settings) -> int:
@@ -624,13 +630,17 @@ def parser() -> argparse.ArgumentParser:
     init.add_argument("--with-sample-tables", action="store_true",
                       help="also create sample contracts, clients and invoices tables where missing")
     run = sub.add_parser("run", help="run the nightly flow once",  # one usage line: an error is 2 lines
-                         usage="%(prog)s [-h] [--as-of DATE] [--dry-run] [--send-cap N] [--allow-any-as-of]")
+                         usage="%(prog)s [-h] [--as-of DATE] [--dry-run] [--send-cap N]"
+                               " [--approve all|none|N] [--allow-any-as-of]")
     run.add_argument("--as-of", type=_as_of, help="business date YYYY-MM-DD (default: today)")
     run.add_argument("--dry-run", action="store_true", help="decide and render, write nothing")
     run.add_argument("--allow-any-as-of", action="store_true", help="take an --as-of more than 31 days"
                      " ahead or before the ledger's first night (a backfill; docs/parameters.md)")
     run.add_argument("--send-cap", type=_count, metavar="N",
                      help="at most N new emails per job in this run (most urgent first)")
+    run.add_argument("--approve", metavar="all|none|N",
+                     help="a night that looks wrong goes on: all of it, none, or at most N emails per job"
+                          " (docs/operations.md)")
     adopt = sub.add_parser("adopt", help="take over existing data: record everything due now"
                            " as handled, without sending")
     adopt.add_argument("--as-of", type=_as_of, help="business date YYYY-MM-DD (default: today)")

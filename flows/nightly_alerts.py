@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 from uuid import UUID
 
 from prefect import State, flow, get_run_logger
-from prefect.runtime import flow_run
+from prefect.runtime import deployment, flow_run
 from prefect.task_runners import ThreadPoolTaskRunner
 from pydantic import Field, WithJsonSchema
 from pydantic.fields import FieldInfo
@@ -27,6 +27,7 @@ from dueflow.tasks.core.locales import Locale
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from dueflow.tasks.core.guard import Approval, NightReview
     from dueflow.tasks.core.parameters import RunParameters
     from dueflow.tasks.core.report import RunSummary
     from dueflow.tasks.night import Night
@@ -59,6 +60,9 @@ Unit = Annotated[str, _shown(enum=list(P.DELAY_UNITS))]
 EmailBlock = Annotated[str | None, _shown(maxLength=P.MAX_BLOCK_NAME)]
 # adopt is a one-time take-over, never a night's setting: the form says so in its title.
 Adopt = Annotated[bool, _shown(title="adopt — one-time take-over: sends nothing")]
+# approve answers, before it is asked, for a night that looks wrong (tasks/core/guard.py).
+Approve = Annotated[str, _shown(maxLength=20, title="approve — only for a night that looks wrong:"
+                                " all, none, or a number of emails per job")]
 
 
 def run_name() -> str:
@@ -127,6 +131,7 @@ def check_night(settings: Settings, as_of: date | None, dry_run: bool, params: d
     allow_any = raw.pop("allow_any_as_of")
     del raw["as_of"]
     settings.with_parameters(email_block=raw.pop("email_block"))
+    checked_approval(raw.pop("approve"))
     checked_parameters(**raw)
     checked_as_of(as_of, settings, ledger_of(settings).first_night, allow_any)
 
@@ -152,6 +157,7 @@ def nightly_alerts(
     adopt: Adopt = False,
     allow_any_as_of: bool = False,
     email_block: EmailBlock = None,
+    approve: Approve = "",
 ) -> State:
     """Send every renewal alert and invoice reminder due on a day exactly once: renewal
     alerts to contract owners before a contract renews, and payment reminders (then an
@@ -189,6 +195,10 @@ def nightly_alerts(
             signature, templates, escalation address, archive Bcc and invoice PDFs this run's
             emails use (one deployment per company). Empty means DUEFLOW_EMAIL_BLOCK, or the
             DUEFLOW_* variables.
+        approve: For a night that looks wrong (docs/operations.md, "A night that looks
+            wrong"), a person's word before it is asked: all, none, or a number of emails
+            per job. Leave it empty: such a night then pauses in Prefect and asks (a run
+            from the command line or Python stops and says how to approve).
 
     Returns:
         The run's final state, whose result — what a call of the flow returns — is the
@@ -213,6 +223,7 @@ def nightly_alerts(
             retry_backoff_minutes=retry_backoff_minutes, send_cap=send_cap, adopt=adopt, dry_run=dry_run,
             dunning_delay_unit=dunning_delay_unit, renewal_on_any_day=renewal_on_any_day)
         as_of = checked_date(as_of)  # a parameter: checked with the others, before the database
+        approval = checked_approval(approve)
         logger = get_run_logger()
         # Every source relation found and every statement of the night planned, and dueflow's
         # own tables writable, before the first write: a shape dueflow cannot read is one line.
@@ -226,10 +237,11 @@ def nightly_alerts(
                                     params.retry_backoff, settings.smtp_max_failures)
         jobs = night_jobs(settings, params, ledger.message_id_key())
         tonight = Night(jobs, Store(ledger, sources), delivery, as_of, params, flow_run.get_id(),
-                        settings.retain_bodies_days, settings.today(), logger)
+                        settings.retain_bodies_days, settings.today(), logger, settings.guard_bounds(),
+                        approval, asking(settings.approval_timeout))
         label_run(dry_run, adopt)
         if dry_run or not settings.run_lock:
-            return finish(guarded_run(tonight), settings.attention_state)
+            return finish(approved_run(tonight), settings.attention_state)
         warnings: list[str] = []
         with run_lock(ledger.engine, warnings) as acquired:
             if not acquired:
@@ -238,7 +250,7 @@ def nightly_alerts(
                                          skipped="another dueflow run is active on this database"),
                               settings.attention_state)
             tag_ledger(settings)
-            summary = guarded_run(tonight)
+            summary = approved_run(tonight)
             warnings += stale_runs(settings, tonight.flow_run_id)  # at the end: a run that released the
             # lock has ended by now
         summary.warnings.extend(warnings)
@@ -248,6 +260,105 @@ def nightly_alerts(
         return night()
     except ConfigError as exc:  # a setting, a parameter, the sources, the database: one line
         return refused(exc)
+
+
+def checked_approval(approve: object) -> Approval | None:
+    """The `approve` parameter as a person's word (None when empty): who gave it is the
+    user of a run started by hand, or the parameter of a deployment's run."""
+    import getpass
+
+    from dueflow.tasks.core.guard import approval_of
+
+    if approve is None or (isinstance(approve, str) and not approve.strip()):
+        return None
+    if not isinstance(approve, str | int) or isinstance(approve, bool):
+        raise ConfigError(f"approve={approve!r}: write all, none or a number of emails per job")
+    by = (f"the parameter approve of flow run {flow_run.get_id()}" if deployment.get_id()
+          else getpass.getuser())
+    try:
+        return approval_of(str(approve), by)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def asking(timeout: float) -> Callable[[NightReview], Approval] | None:
+    """How a night that looks wrong asks a person: a deployment's run pauses in Prefect with
+    a form (what tripped and a sample in an artifact); a run started by hand or from Python
+    has no one to wait for: None, it stops and says how to approve."""
+    if not deployment.get_id():
+        return None
+    return lambda review: ask_in_prefect(review, timeout)
+
+
+# Prefect fails a run whose pause outlives its timeout, and refuses any later state; the
+# pause is given this much longer than dueflow waits, and dueflow ends the wait itself.
+PAUSE_MARGIN = 3600
+
+
+def ask_in_prefect(review: NightReview, timeout: float) -> Approval:
+    """Pause the run until a person answers in the Prefect UI (or through the API), at most
+    `timeout` seconds; NightNotApproved then. The wait is ended by dueflow, not by Prefect's
+    pause timeout: it resumes the run itself with "send none" (the first resume wins; a
+    person's later one is refused), so that the run can still end "Needs attention"."""
+    import threading
+    from typing import Literal
+
+    from prefect import pause_flow_run, resume_flow_run
+    from prefect.artifacts import create_markdown_artifact
+    from prefect.input import RunInput
+    from pydantic import Field
+
+    from dueflow.tasks.core.guard import Approval, Choice
+    from dueflow.tasks.night import NightNotApproved
+
+    class NightApproval(RunInput):
+        """A person's word on a night that looks wrong (its artifact says why)."""
+
+        choice: Literal["send none", "send up to", "send all"] = Field(
+            description="send none: reserve nothing tonight; send up to: at most `up_to` emails per job;"
+                        " send all: the night as it is")
+        up_to: int = Field(0, ge=0, description="with send up to: at most this many emails per job")
+        approved_by: str = Field(min_length=1, max_length=200, description="your name: kept with the night")
+
+    create_markdown_artifact(key="nightly-alerts-review", markdown=review.markdown(),
+                             description=review.headline())
+    run_id, gave_up = UUID(str(flow_run.get_id())), threading.Event()
+
+    def give_up() -> None:
+        try:
+            resume_flow_run(run_id, run_input={"choice": Choice.NONE.value, "up_to": 0,
+                                               "approved_by": "no one (dueflow stopped waiting)"})
+        except Exception:  # a person answered first: theirs stands
+            return
+        gave_up.set()
+
+    deadline = threading.Timer(timeout, give_up)
+    deadline.daemon = True
+    deadline.start()
+    try:
+        answer = pause_flow_run(wait_for_input=NightApproval, timeout=int(timeout) + PAUSE_MARGIN,
+                                poll_interval=max(1, min(10, int(timeout) // 10)))
+    finally:
+        deadline.cancel()
+    if gave_up.is_set():
+        raise NightNotApproved(review, timeout)
+    choice = Choice(answer.choice)
+    return Approval(choice, answer.approved_by, answer.up_to if choice is Choice.UP_TO else None)
+
+
+def approved_run(night: Night) -> RunSummary:
+    """`guarded_run`; a night that looked wrong and that no one approved in time ends with
+    nothing reserved or sent, in "Needs attention"."""
+    from dueflow.tasks.core.report import RunSummary
+    from dueflow.tasks.night import NightNotApproved
+
+    try:
+        return guarded_run(night)
+    except NightNotApproved as exc:
+        summary = RunSummary(as_of=night.as_of, dry_run=False, flow_run_id=night.flow_run_id,
+                             unapproved=str(exc))
+        publish(summary)
+        return summary
 
 
 def guarded_run(night: Night) -> RunSummary:

@@ -27,6 +27,7 @@ from dueflow.tasks.core import defaults
 from dueflow.tasks.core.forecast import (
     forecast_rows,
     held_invoices,
+    nights_that_would_wait,
     no_forecast_rows,
     with_reserved_renewals,
     with_sent_dunning_steps,
@@ -122,4 +123,11 @@ def forecast(
     # As records: pandas compares attrs when it combines frames, and a frame in them breaks that.
     rows.attrs["held"] = held_invoices(invoices["invoices"], invoices["clients"], start,
                                        settings.timezone).to_dict("records")
+    # The nights that would wait for a person (issue 40): read only when one could.
+    bounds = settings.guard_bounds()
+    rows.attrs["waits"] = []
+    busiest = 0 if rows.empty else int(rows.groupby(["night", "job"]).size().max())
+    if bounds is not None and busiest > bounds.min_emails:
+        recent = store.ledger.recent_nights(start, bounds.recent_nights)
+        rows.attrs["waits"] = nights_that_would_wait(rows, recent, store.sources.open_invoices(), bounds)
     return rows

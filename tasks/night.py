@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import date, timedelta
 from functools import partial
 from typing import Any, Protocol
@@ -25,6 +25,15 @@ from dueflow.tasks import steps
 from dueflow.tasks.core.decide import Decision
 from dueflow.tasks.core.defaults import DELIVERY_WORKERS
 from dueflow.tasks.core.frames import pd
+from dueflow.tasks.core.guard import (
+    Approval,
+    Bounds,
+    NightReview,
+    Tripped,
+    figures_of,
+    looks_wrong,
+    sample_of,
+)
 from dueflow.tasks.core.keys import Job, parse_keys
 from dueflow.tasks.core.parameters import RunParameters
 from dueflow.tasks.core.ports import Store
@@ -64,6 +73,27 @@ COMPOSE_CHUNK = 5_000
 class SourceIdsChanged(ConfigError):
     """Ids of tonight's rows are ids the ledger knows spelled another way: the night stops
     before its first write (tasks/core/rekeying.py); `dueflow rekey` settles it."""
+
+
+class NightNeedsApproval(ConfigError):
+    """The night looks wrong (tasks/core/guard.py) and no one was asked who could answer:
+    run from the command line or a notebook, it stops before its first write and says how
+    to approve. `review` is what a person would be shown."""
+
+    def __init__(self, review: NightReview) -> None:
+        super().__init__(f"{review.headline()}. Nothing was reserved or sent. If it is right: `dueflow run"
+                         " --approve all` (or a number of emails per job, or none) — the flow's parameter"
+                         " `approve`; if not, fix the data. `dueflow forecast` lists what would go")
+        self.review = review
+
+
+class NightNotApproved(Exception):
+    """A paused night's person did not answer in time (DUEFLOW_APPROVAL_TIMEOUT)."""
+
+    def __init__(self, review: NightReview, waited: float) -> None:
+        super().__init__(f"{review.headline()}; no one answered within {waited / 3600:g} h, so nothing was"
+                         " reserved or sent")
+        self.review = review
 
 
 class Steps(Protocol):
@@ -119,12 +149,20 @@ class Night:
     today: date | None = None  # today in the business zone (retention of a night ahead)
     log: logging.Logger | logging.LoggerAdapter = field(default=logging.getLogger("dueflow.night"),
                                                         repr=False)
+    bounds: Bounds | None = None  # what an ordinary night may do (None: DUEFLOW_GUARD off)
+    approval: Approval | None = None  # a person's word given before the night (`approve`)
+    # How a night that looks wrong asks a person (the flow pauses in Prefect); None: it
+    # cannot, and stops (NightNeedsApproval).
+    ask: Callable[[NightReview], Approval] | None = field(default=None, repr=False)
 
 
 @dataclass
 class Tonight:
     """What the steps of one night have made so far: the summary's material."""
 
+    tripped: tuple[Tripped, ...] = ()  # the bounds it crossed (tasks/core/guard.py)
+    approval: Approval | None = None  # and who approved it
+    won: dict[str, pd.DataFrame] = field(default_factory=dict)  # the keys it reserved, per job
     rows: list[pd.DataFrame] = field(default_factory=list)
     drafts: list[Draft] = field(default_factory=list)
     facts: list[pd.DataFrame] = field(default_factory=list)
@@ -147,7 +185,8 @@ def run_night(night: Night, call: Steps) -> RunSummary:
     # its history would be lost; nothing is written, not even what earlier runs left.
     if not (changed := respelled_ids(night, decisions, extracted)).empty:
         raise SourceIdsChanged(stop_line(changed))
-    tonight = Tonight(rows=[earlier := send_earlier(night, call)])
+    night, tonight = looked_at(night, decisions)  # a night that looks wrong waits for a person
+    tonight.rows.append(earlier := send_earlier(night, call))
     if not earlier.empty:
         log.info("earlier runs: %s", count_line(earlier))
     for job in night.jobs:
@@ -163,6 +202,7 @@ def run_night(night: Night, call: Steps) -> RunSummary:
         if not delivered.empty:
             log.info("%s: %s", job.name, count_line(delivered))
         tonight.rows += [job_rows, delivered]
+        tonight.won[job.name] = winners
         tonight.drafts += prepared.drafts
         tonight.warnings += prepared.without_pdf()
         # What a person knows each due key by (summary.rows); keys settled by earlier runs
@@ -170,10 +210,56 @@ def run_night(night: Night, call: Steps) -> RunSummary:
         tonight.facts.append(facts_of(job.name, decision.due, {e.key: e.subject for e in prepared.emails},
                                       decision.quarantined, job.source))
     pruned, retained = retention(night)
+    record_night(night, tonight)
     summary = summarize_night(night, tonight)                                  # 6. report
     summary.pruned = pruned
+    summary.approval = tonight.approval.said() if tonight.approval else None
     summary.warnings.extend(tonight.warnings + retained)
     return summary
+
+
+def looked_at(night: Night, decisions: dict[Job, Decision]) -> tuple[Night, Tonight]:
+    """The night compared with the recent ones before its first write
+    (tasks/core/guard.py): an ordinary night goes on as it is; one that looks wrong goes on
+    only with a person's word — given before (`approve`), or asked (the flow pauses in
+    Prefect) — and with their send cap. Cheap for an ordinary night: the recent nights and
+    the open invoices are read only when a job would send more than the minimum."""
+    if night.bounds is None or night.params.dry_run or night.params.adopt:
+        return night, Tonight()
+    due = {str(job): decision.to_reserve for job, decision in decisions.items()}
+    if all(len(rows) <= night.bounds.min_emails for rows in due.values()):
+        return night, Tonight()
+    figures = figures_of(due, night.store.sources.open_invoices())
+    recent = night.store.ledger.recent_nights(night.as_of, night.bounds.recent_nights)
+    tripped = tuple(looks_wrong(figures, recent, night.bounds))
+    if not tripped:
+        return night, Tonight()
+    review = NightReview(night.as_of, tripped, figures, sample_of(due))
+    night.log.warning("%s", review.headline())
+    approval = night.approval or (night.ask(review) if night.ask else None)
+    if approval is None:
+        raise NightNeedsApproval(review)
+    night.log.warning("the night goes on: %s", approval.said())
+    params = replace(night.params, send_cap=approval.cap(night.params.send_cap))
+    return replace(night, params=params), Tonight(tripped=tripped, approval=approval)
+
+
+def record_night(night: Night, tonight: Tonight) -> None:
+    """What the night reserved, kept for the nights after it to compare with (and who
+    approved it, when it looked wrong); nothing for a dry run, an adoption, or a night
+    that reserved nothing and needed no one."""
+    if night.bounds is None or night.params.dry_run or night.params.adopt:
+        return
+    if not tonight.approval and not any(len(rows) for rows in tonight.won.values()):
+        return
+    try:
+        night.store.ledger.record_night(night.as_of, night.flow_run_id, figures_of(tonight.won),
+                                        tonight.tripped, tonight.approval)
+    except Exception as exc:  # the emails are out: a night's figures are worth a warning
+        if not night.store.ledger.transient(exc):
+            raise
+        tonight.warnings.append(f"could not record the night's figures ({exc}): the next night compares"
+                                " itself with the nights before")
 
 
 def read_sources(night: Night, job: NightJob, call: Steps) -> Extracted:

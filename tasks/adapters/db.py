@@ -976,3 +976,23 @@ def record_id_changes(engine: Engine, pairs: pd.DataFrame, decision: str,
                 "decided_by": decided_by})
             moved[(job, old_id)] = count
     return moved
+
+
+# --------------------------------------------------------------------------- nights
+
+
+def nights_before(engine: Engine, before: date, limit: int) -> pd.DataFrame:
+    """The nights recorded before `before`, newest first (sql/nights_before)."""
+    return read_frame(engine, statement("nights_before"), {"before": before.isoformat(), "limit": limit})
+
+
+def record_night(engine: Engine, row: Mapping[str, Any]) -> None:
+    """One night's figures and approval (sql/night_record)."""
+    with writing(engine) as conn:
+        conn.execute(text(statement("night_record")), dict(row))
+
+
+def open_invoices(database: Database) -> int:
+    """How many invoices are open (sql/open_invoices_count, through the sources)."""
+    frame = extract_frame(database.engine, database.source_statement("open_invoices_count"), {})
+    return int(frame["open_invoices"].iloc[0])

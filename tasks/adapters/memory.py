@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 
 from dueflow.tasks.core.bounces import copy_digests
 from dueflow.tasks.core.frames import pd
+from dueflow.tasks.core.guard import Approval, Figures, Tripped, each_night, night_row
 from dueflow.tasks.core.keys import Job, id_forms
 from dueflow.tasks.core.message import OutgoingEmail
 from dueflow.tasks.core.outcomes import utc_stamp
@@ -236,6 +237,11 @@ class MemorySources:
                     for row in self.tables[relation] if row["id"] is not None]
         return _frame(rows, ("job", "id"))
 
+    def open_invoices(self) -> int:
+        """sql/open_invoices_count."""
+        with self.lock:
+            return sum(row["status"] == "sent" and row["paid_at"] is None for row in self.tables["invoices"])
+
     def refused(self, exc: BaseException, doing: str) -> str | None:
         return None  # nothing in memory refuses a read
 
@@ -249,6 +255,7 @@ class MemoryLedger:
     rows: dict[str, Row] = field(default_factory=dict)
     quarantined: dict[tuple[str, str, str], Row] = field(default_factory=dict)
     id_changes: list[Row] = field(default_factory=list)
+    nights: list[Row] = field(default_factory=list)  # dueflow_nights, in the order recorded
     bounces: set[str] = field(default_factory=set)
     clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC), repr=False)
 
@@ -397,6 +404,22 @@ class MemoryLedger:
     def kept_apart(self) -> pd.DataFrame:
         return self._tx(lambda: _frame((c for c in self.id_changes if c["decision"] == "apart"),
                                        ("job", "old_id", "new_id"), dtype="string"))
+
+    def recent_nights(self, before: date, nights: int) -> list[Figures]:
+        """sql/nights_before (each night's latest run)."""
+        rows = self._tx(lambda: sorted((n for n in reversed(self.nights) if n["as_of"] < before.isoformat()),
+                                       key=lambda n: n["as_of"], reverse=True))
+        return each_night(_frame(rows, ("as_of", "figures")), nights)
+
+    def record_night(self, as_of: date, flow_run_id: str | None, figures: Figures,
+                     tripped: Sequence[Tripped] = (), approval: Approval | None = None) -> None:
+        """sql/night_record: a rerun of the same run replaces its own row."""
+        row = night_row(as_of, flow_run_id, figures, tripped, approval, self._now())
+
+        def work() -> None:
+            self.nights[:] = [n for n in self.nights
+                              if (n["as_of"], n["flow_run_id"]) != (row["as_of"], row["flow_run_id"])] + [row]
+        self._tx(work)
 
     # -------------------------------------------------------------- writing
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import date, datetime
+from datetime import UTC, date, datetime
 from typing import Any
 
 from sqlalchemy import Engine
@@ -20,7 +20,9 @@ from dueflow.tasks.adapters.db import Database
 from dueflow.tasks.adapters.db_errors import database_problem, transient
 from dueflow.tasks.adapters.sources import failing_expressions
 from dueflow.tasks.core.frames import pd
+from dueflow.tasks.core.guard import Approval, Figures, Tripped, each_night, night_row
 from dueflow.tasks.core.message import OutgoingEmail
+from dueflow.tasks.core.outcomes import utc_stamp
 from dueflow.tasks.core.ports import Store
 
 # The statement that reads each relation's rows by id.
@@ -60,6 +62,9 @@ class SqlSources:
 
     def ids(self) -> pd.DataFrame:
         return db.source_ids(self.database)
+
+    def open_invoices(self) -> int:
+        return db.open_invoices(self.database)
 
     def refused(self, exc: BaseException, doing: str) -> str | None:
         if not isinstance(exc, DBAPIError) or transient(exc):
@@ -127,6 +132,14 @@ class SqlLedger:
 
     def kept_apart(self) -> pd.DataFrame:
         return db.kept_apart(self.engine)
+
+    def recent_nights(self, before: date, nights: int) -> list[Figures]:
+        return each_night(db.nights_before(self.engine, before, 4 * nights), nights)
+
+    def record_night(self, as_of: date, flow_run_id: str | None, figures: Figures,
+                     tripped: Sequence[Tripped] = (), approval: Approval | None = None) -> None:
+        db.record_night(self.engine, night_row(as_of, flow_run_id, figures, tripped, approval,
+                                               utc_stamp(datetime.now(UTC))))
 
     # ------------------------------------------------------------------ writing
 

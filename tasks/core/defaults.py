@@ -36,3 +36,10 @@ ATTENTION_STATE = "failed"
 # The language of what operators read (DUEFLOW_OPERATOR_LANGUAGE): dueflow's own sentences
 # are English; the names it takes from elsewhere (public holidays) are asked for in this one.
 OPERATOR_LANGUAGE = "en"
+# A night that looks wrong (tasks/core/guard.py): a job under this many emails never waits;
+# more than FACTOR times the recent nights' median waits; reminding more than the share of
+# the open invoices waits; a paused night waits this many seconds for a person (6 hours).
+GUARD_MIN_EMAILS = 100
+GUARD_FACTOR = 5.0
+GUARD_OPEN_SHARE = 0.5
+APPROVAL_TIMEOUT = 6 * 3600.0

@@ -17,6 +17,7 @@ from datetime import date, timedelta
 
 from dueflow.tasks.core.calendar import BusinessCalendar
 from dueflow.tasks.core.frames import pd
+from dueflow.tasks.core.guard import Bounds, Figures, figures_of, looks_wrong
 from dueflow.tasks.core.invoices import hold_ends
 from dueflow.tasks.core.keys import printable_ids
 from dueflow.tasks.core.statuses import LedgerStatus
@@ -123,3 +124,19 @@ def forecast_rows(night: date, job: str, reserved: pd.DataFrame, names: pd.Serie
 def no_forecast_rows() -> pd.DataFrame:
     return pd.DataFrame({column: pd.Series(dtype=object if column == "night" else "string")
                          for column in FORECAST_COLUMNS})
+
+
+def nights_that_would_wait(rows: pd.DataFrame, recent: list[Figures], open_invoices: int | None,
+                           bounds: Bounds) -> list[dict[str, object]]:
+    """The forecast's nights that would look wrong (tasks/core/guard.py), each compared with
+    the recent nights and the forecast's own nights before it, as if they had gone: night
+    and the bounds crossed, in words."""
+    waits: list[dict[str, object]] = []
+    history = list(recent)
+    for night, of_night in rows.groupby("night", sort=True):
+        due = {str(job): of_night[of_night["job"] == job] for job in of_night["job"].unique()}
+        figures = figures_of(due, open_invoices)
+        if tripped := looks_wrong(figures, history, bounds):
+            waits.append({"night": night, "bounds": [t.line() for t in tripped]})
+        history.insert(0, figures)
+    return waits

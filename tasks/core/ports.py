@@ -21,6 +21,7 @@ from types import TracebackType
 from typing import Any, Protocol
 
 from dueflow.tasks.core.frames import pd
+from dueflow.tasks.core.guard import Approval, Figures, Tripped
 from dueflow.tasks.core.message import OutgoingEmail
 from dueflow.tasks.core.statuses import SendResult
 
@@ -58,6 +59,10 @@ class Sources(Protocol):
 
     def ids(self) -> pd.DataFrame:
         """Every contract and invoice id (job, id)."""
+        ...
+
+    def open_invoices(self) -> int:
+        """How many invoices are open: sent and not paid (sql/open_invoices_count)."""
         ...
 
     def refused(self, exc: BaseException, doing: str) -> str | None:
@@ -119,6 +124,16 @@ class Ledger(DeliveryLedger, Protocol):
 
     def kept_apart(self) -> pd.DataFrame:
         """Pairs of ids an operator said are different records: job, old_id, new_id."""
+        ...
+
+    def recent_nights(self, before: date, nights: int) -> list[Figures]:
+        """The figures of the last `nights` nights before `before` (all the runs of a night
+        together), newest first: what a night compares itself with (tasks/core/guard.py)."""
+        ...
+
+    def record_night(self, as_of: date, flow_run_id: str | None, figures: Figures,
+                     tripped: Sequence[Tripped] = (), approval: Approval | None = None) -> None:
+        """One night's figures, and who approved it when it looked wrong."""
         ...
 
     # What a night writes.

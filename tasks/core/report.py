@@ -110,6 +110,10 @@ class RunSummary:
     # Settled rows whose bodies and addresses retention pruned tonight (DUEFLOW_RETAIN_BODIES_DAYS).
     pruned: int = 0
     skipped: str | None = None  # why the run did nothing (another run held the lock)
+    # A night that looked wrong (tasks/core/guard.py): who approved it, and what they chose;
+    # or why nothing went (no one answered in time).
+    approval: str | None = None
+    unapproved: str | None = None
     warnings: list[str] = field(default_factory=list)  # e.g. the database lost after the work
     rows: pd.DataFrame = field(default_factory=lambda: typed_rows(no_rows()))
     unsettled: pd.DataFrame = field(default_factory=pd.DataFrame)  # oldest pending/failed keys
@@ -154,6 +158,8 @@ class RunSummary:
     def headline(self) -> str:
         if self.skipped:
             return f"Run for {self.as_of} did nothing: {self.skipped}."
+        if self.unapproved:
+            return f"Nothing sent for {self.as_of}: {self.unapproved}."
         if self.adopted:
             return (f"Adopted {self.adopted} due email(s) for {self.as_of} as already handled;"
                     " nothing was sent.")
@@ -436,13 +442,13 @@ def escalations(summary: RunSummary) -> int:
 def needs_person(summary: RunSummary) -> bool:
     """Whether the run ended with something a person must look at (the event's trigger)."""
     return bool(summary.failed or summary.pending or summary.not_sent or summary.quarantined
-                or summary.bounced or escalations(summary) or summary.warnings)
+                or summary.bounced or escalations(summary) or summary.warnings or summary.unapproved)
 
 
 def emails_need_person(summary: RunSummary) -> bool:
     """Whether emails wait for a person's action — failed, pending (outcome unknown) or
     bounced: the run's state is then of the Failed type (red), not Completed (green)."""
-    return bool(summary.failed or summary.pending or summary.bounced)
+    return bool(summary.failed or summary.pending or summary.bounced or summary.unapproved)
 
 
 def count_line(rows: pd.DataFrame) -> str:
@@ -474,6 +480,8 @@ def markdown(summary: RunSummary, limit: int = 50) -> str:
     and what needs attention with the reason and what settles it."""
     mode = " (dry run)" if summary.dry_run else ""
     lines = [f"# dueflow — {summary.as_of}{mode}", "", summary.headline(), ""]
+    if summary.approval:  # a night that looked wrong went on with a person's word
+        lines += [f"The night looked wrong and went on: {_cell(summary.approval)}.", ""]
     counts: list[tuple[str, int | str]] = [(COUNT_LABELS[name], value)
                                            for name, value in summary.counts().items() if value]
     counts += [(label, value) for label, value in (

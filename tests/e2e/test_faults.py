@@ -66,7 +66,8 @@ def test_sessions_terminated_mid_delivery_lose_and_double_nothing(mail_env, pg_u
             terminated.append(terminate_dueflow_sessions(pg_url))
 
     smtp_sink.on_data = terminate
-    env = mail_env | {"DUEFLOW_DATABASE_URL": pg_url}
+    # A first night this big waits for a person (tests/e2e/test_night_guard.py): not this test's subject.
+    env = mail_env | {"DUEFLOW_DATABASE_URL": pg_url, "DUEFLOW_GUARD": "off"}
     run = start(["run", "--as-of", AS_OF.isoformat()], env, tmp_path)
     out, err = run.communicate(timeout=300)
     smtp_sink.on_data = None

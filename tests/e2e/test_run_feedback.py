@@ -30,9 +30,11 @@ URL_LINE = re.compile(r"^Flow run in the Prefect UI: (http://127\.0\.0\.1:\d+)/r
 
 def environment(api: str, url: str, outbox: Path, base: dict[str, str] | None = None) -> dict[str, str]:
     env = dict(base or {k: v for k, v in os.environ.items() if not k.startswith(("DUEFLOW_", "PREFECT_"))})
+    # Nights of hundreds of emails, to show progress: a first one would wait for a person
+    # (tests/e2e/test_night_guard.py), which is not what these tests are about.
     return env | {"DUEFLOW_ALLOW_ANY_AS_OF": "on", "PREFECT_API_URL": api, "PYTHONPATH": str(ROOT),
                   "DUEFLOW_DATABASE_URL": url, "DUEFLOW_MAIL_URL": f"file://{outbox}",
-                  "PREFECT_LOGGING_LEVEL": "WARNING"}
+                  "PREFECT_LOGGING_LEVEL": "WARNING", "DUEFLOW_GUARD": "off"}
 
 
 def dueflow(*args: str) -> list[str]:

@@ -12,6 +12,7 @@ from typing import Any
 from dueflow.blocks.endpoints import parse_mail_url
 from dueflow.blocks.settings import Settings
 from dueflow.tasks.core import defaults
+from dueflow.tasks.core.guard import Approval, Bounds
 from dueflow.tasks.core.parameters import run_parameters
 from dueflow.tasks.core.ports import Store
 from dueflow.tasks.core.report import RunSummary
@@ -32,15 +33,18 @@ def parameters(**given: Any) -> Any:
 
 
 def night_of(store: Store, as_of: date, transport: FakeTransport, env: Mapping[str, str] | None = None,
-             flow_run_id: str = "run", **params: Any) -> Night:
-    """One night on `store`, sending through `transport`, with the flow's parameters."""
+             flow_run_id: str = "run", bounds: Bounds | str | None = "settings",
+             approval: Approval | None = None, **params: Any) -> Night:
+    """One night on `store`, sending through `transport`, with the flow's parameters; the
+    guard's bounds the settings give unless `bounds` says otherwise (None: no guard)."""
     settings = Settings.from_env(ENV | dict(env or {}))
     checked = parameters(**params)
     delivery = DeliverySettings(parse_mail_url("smtp://127.0.0.1:1"), settings.sender(), store.ledger, as_of,
                                 checked.retry_backoff, settings.smtp_max_failures,
                                 transports=lambda mail, sender, breaker: transport)
     return Night(night_jobs(settings, checked, "secret"), store, delivery, as_of, checked, flow_run_id,
-                 settings.retain_bodies_days, as_of, QUIET)
+                 settings.retain_bodies_days, as_of, QUIET,
+                 settings.guard_bounds() if bounds == "settings" else bounds, approval)  # type: ignore[arg-type]
 
 
 def run(store: Store, as_of: date, transport: FakeTransport | None = None, **kwargs: Any) -> RunSummary:

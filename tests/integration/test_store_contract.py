@@ -234,3 +234,24 @@ def test_rows_no_longer_due_are_withdrawn_and_unrendered_ones_fail(kind):
         assert sorted(rows["key"]) == ["dunning/i1/REMINDED_1", "renewal/c1/2027-04-09/30d"]
         assert ledger.retry_candidates(AS_OF, 3, datetime.now(UTC))["key"].tolist() == [
             "renewal/c1/2027-04-09/30d"]  # the paid invoice is never retried
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_nights_figures_are_kept_and_each_nights_runs_read_back_together_newest_first(kind):
+    from decimal import Decimal
+
+    from dueflow.tasks.core.guard import Approval, Choice, Figures
+
+    with store_of(kind, ROWS) as store:
+        ledger = store.ledger
+        assert store.sources.open_invoices() == 2  # i1 and i3 (its client paused): sent, not paid
+        assert ledger.recent_nights(AS_OF, 14) == []
+        for days, emails in ((3, 4), (2, 5), (1, 6)):
+            ledger.record_night(AS_OF - timedelta(days=days), "run-a", Figures({"dunning": emails}))
+        ledger.record_night(AS_OF - timedelta(days=1), "run-b", Figures(
+            {"dunning": 7}, {"dunning": {"EUR": Decimal("12.50")}}, 9),
+            approval=Approval(Choice.UP_TO, "Ana", 7))
+        ledger.record_night(AS_OF - timedelta(days=1), "run-b", Figures({"dunning": 8}))  # a rerun replaces
+        ledger.record_night(AS_OF, "tonight", Figures({"dunning": 99}))  # not before tonight
+        recent = ledger.recent_nights(AS_OF, 2)
+        assert [night.emails["dunning"] for night in recent] == [6 + 8, 5]  # run-a and run-b's rerun
