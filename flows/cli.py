@@ -342,7 +342,7 @@ def attention_lines(summary: object) -> list[str]:
 
 def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     return _run_flow(settings, args.as_of, args.dry_run, send_cap=args.send_cap,
-                     allow_any_as_of=args.allow_any_as_of)
+                     allow_any_as_of=args.allow_any_as_of, dunning_start=args.dunning_start or "")
 
 
 def cmd_adopt(args: argparse.Namespace, settings: Settings) -> int:
@@ -618,13 +618,18 @@ def parser() -> argparse.ArgumentParser:
     init.add_argument("--with-sample-tables", action="store_true",
                       help="also create sample contracts, clients and invoices tables where missing")
     run = sub.add_parser("run", help="run the nightly flow once",  # one usage line: an error is 2 lines
-                         usage="%(prog)s [-h] [--as-of DATE] [--dry-run] [--send-cap N] [--allow-any-as-of]")
+                         usage="%(prog)s [-h] [--as-of DATE] [--dry-run] [--send-cap N] [--allow-any-as-of]"
+                               " [--dunning-start {sent,due}]")
     run.add_argument("--as-of", type=_as_of, help="business date YYYY-MM-DD (default: today)")
     run.add_argument("--dry-run", action="store_true", help="decide and render, write nothing")
     run.add_argument("--allow-any-as-of", action="store_true", help="take an --as-of more than 31 days"
                      " ahead or before the ledger's first night (a backfill; docs/parameters.md)")
     run.add_argument("--send-cap", type=_count, metavar="N",
                      help="at most N new emails per job in this run (most urgent first)")
+    run.add_argument("--dunning-start", choices=["sent", "due"],
+                     help="what the first reminder counts from in this run: the day the invoice was sent"
+                          " or its due date (default: DUEFLOW_DUNNING_START, else sent; a client's profile"
+                          " wins)")
     adopt = sub.add_parser("adopt", help="take over existing data: record everything due now"
                            " as handled, without sending")
     adopt.add_argument("--as-of", type=_as_of, help="business date YYYY-MM-DD (default: today)")
