@@ -106,22 +106,32 @@ def _check_ready(settings: Settings, sources: bool = True, writes: bool = False)
 
 def cmd_init_db(args: argparse.Namespace, settings: Settings) -> int:
     """Create or upgrade dueflow's own tables; with --with-sample-tables, the sample source
-    tables that are missing. Says "ready" only when a run could start: otherwise it names
-    what it cannot create and exits 2."""
-    from dueflow.tasks.operations import init_ledger, ready_for_a_run
+    tables that are missing. Exit 0 once its own tables are right; then, apart, whether the
+    sources can be read, and the next command (a new install: which dunning start holds)."""
+    from dueflow.tasks.core.dunning_start import start_in_force
+    from dueflow.tasks.operations import init_ledger, sources_readiness
 
     where = redact_url(settings.database_url)
     done = init_ledger(settings, sample_tables=args.with_sample_tables, on_wait=_say_waiting(settings))
     version = done.after
     if done.before is None:
         print(f"Ledger created in {where} (version {version.head}).")
+        chosen = bool((os.environ.get("DUEFLOW_DUNNING_START") or "").strip())
+        print(f"Dunning start: {start_in_force(settings.dunning_start, chosen, settings.profiles())}.")
     elif done.upgraded:
         print(f"Ledger upgraded in {where}: version {done.before.current or 'before versioning'} →"
               f" {version.head}, every row kept.")
     else:
         print(f"Ledger up to date in {where} (version {version.head}).")
-    ready_for_a_run(settings)
-    print("Ready: the ledger and the sources can be read (`dueflow check --sources` shows how).")
+    sources = sources_readiness(settings)
+    if sources.ready:
+        print(f"Ready: the ledger and the sources can be read. Next: {sources.next_step}.")
+        return 0
+    print("Not ready for a run yet: dueflow's tables are right, the sources cannot be read (they are yours:"
+          " dueflow creates only its own tables, docs/your-data.md):")
+    for line in sources.problems:
+        print(f"  {line}")
+    print(f"Next: {sources.next_step}.")
     return 0
 
 

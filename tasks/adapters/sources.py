@@ -158,18 +158,22 @@ def _reason(exc: BaseException) -> str:
 
 
 def _find(
-    conn: Connection, dialect: str, spec: SourceSpec, schema: str | None, mapped: bool
+    conn: Connection, dialect: str, spec: SourceSpec, schema: str | None, mapped: bool, own_file: bool
 ) -> tuple[str | None, str, str] | SourceProblem:
     rows = conn.execute(
         text(plain_statement("find_relation", dialect)), {"name": spec.relation, "schema": schema}
     ).all()
     where = f"schema {schema}" if schema else "the search path" if dialect == "postgresql" else "the database"
     if not rows:
-        fix = (
-            f"point {'the mapping file' if mapped else 'DUEFLOW_SOURCE_SCHEMA'} at the {spec.name}"
-            " table or view, or map your own (DUEFLOW_SOURCES_FILE, docs/your-data.md); for sample"
-            " tables: `dueflow init-db --with-sample-tables`"
-        )
+        if mapped:  # the mapping file names it: its word is what is wrong
+            fix = (f"point the mapping file's [{spec.name}] relation (and schema) at your {spec.name} table"
+                   " or view")
+        elif own_file:  # a mapping file, silent on this source: no sample tables for this user
+            fix = f'map it in the mapping file: [{spec.name}] relation = "your_table" (docs/your-data.md)'
+        else:
+            fix = (f"point DUEFLOW_SOURCE_SCHEMA at the schema of your {spec.name} table or view, or map your"
+                   " own (DUEFLOW_SOURCES_FILE; `dueflow sources init` drafts one from your tables); for"
+                   " sample tables: `dueflow init-db --with-sample-tables`")
         return SourceProblem(spec.name, f"no table or view {spec.relation} in {where}", fix)
     exact = [row for row in rows if row.exact] or rows
     row = exact[0]
@@ -320,9 +324,10 @@ def _origin_text(origin: Origin | None) -> str:
 
 
 def _resolve_one(
-    conn: Connection, dialect: str, spec: SourceSpec, source_schema: str | None, timezone: str, mapped: bool
+    conn: Connection, dialect: str, spec: SourceSpec, source_schema: str | None, timezone: str, mapped: bool,
+    own_file: bool = False,
 ) -> ResolvedSource | list[SourceProblem]:
-    found = _find(conn, dialect, spec, spec.schema or source_schema, mapped)
+    found = _find(conn, dialect, spec, spec.schema or source_schema, mapped, own_file)
     if isinstance(found, SourceProblem):
         return [found]
     schema, relation, kind = found
@@ -459,7 +464,8 @@ def resolve_sources(
                 if dialect == "postgresql":  # probes read (value maps run the expressions): never write
                     conn.exec_driver_sql("SET TRANSACTION READ ONLY")
                 outcome = _resolve_one(
-                    conn, dialect, mapping.spec(name), source_schema, timezone, name in mapping.specs
+                    conn, dialect, mapping.spec(name), source_schema, timezone, name in mapping.specs,
+                    mapping.given,
                 )
                 if isinstance(outcome, list):
                     problems += outcome

@@ -128,6 +128,11 @@ class SourceMapping:
     def spec(self, name: str) -> SourceSpec:
         return self.specs.get(name) or SourceSpec(name, name)
 
+    @property
+    def given(self) -> bool:
+        """A mapping file (or block) says where the sources are, not dueflow's own names."""
+        return self != DEFAULT_MAPPING
+
 
 DEFAULT_MAPPING = SourceMapping({})
 
