@@ -263,10 +263,12 @@ def night_store(database: Any, ledger: bool = True) -> Any:
     """The store a check reads the sources through: the database's, or, before its ledger is
     made (`ledger=False`), the sources with an empty ledger in memory — a first night."""
     from dueflow.tasks.adapters.memory import MemoryLedger, MemorySources
-    from dueflow.tasks.adapters.sql_store import SqlSources, sql_store
+    from dueflow.tasks.adapters.sql_store import FirstNightSources, sql_store
     from dueflow.tasks.core.ports import Store
 
-    return sql_store(database) if ledger else Store(MemoryLedger(MemorySources.of()), SqlSources(database))
+    if ledger:
+        return sql_store(database)
+    return Store(MemoryLedger(MemorySources.of()), FirstNightSources(database))
 
 
 def _write_probe(database: Any) -> Check:
