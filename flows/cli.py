@@ -581,6 +581,29 @@ def cmd_rekey(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def cmd_sources(args: argparse.Namespace, settings: Settings) -> int:
+    """`dueflow sources init`: a first mapping file from the schema's tables, to stdout or
+    a new file (an existing one is never overwritten)."""
+    from dueflow.tasks.operations import draft_mapping
+
+    draft = draft_mapping(settings, args.schema)
+    if not args.output:
+        sys.stdout.write(draft.text)
+        sys.stdout.flush()
+        print(f"dueflow: {draft.summary()}", file=sys.stderr)
+        return 0
+    try:
+        with open(args.output, "x", encoding="utf-8") as out:
+            out.write(draft.text)
+    except FileExistsError:
+        raise UserError(f"{args.output} exists: nothing written (name another file)") from None
+    except OSError as exc:
+        raise UserError(f"cannot write {args.output}: {exc.strerror or exc}") from None
+    print(f"{args.output}: {draft.summary()}.")
+    print(f"Next: read it, then DUEFLOW_SOURCES_FILE={args.output} and `dueflow check --sources`.")
+    return 0
+
+
 def cmd_bounces(args: argparse.Namespace, settings: Settings) -> int:
     _check_ready(settings, sources=False)
     _quiet_prefect()
@@ -601,6 +624,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, Settings], int]] = {
     "forecast": cmd_forecast,
     "prune": cmd_prune,
     "rekey": cmd_rekey,
+    "sources": cmd_sources,
     "bounces": lambda args, settings: cmd_bounces(args, settings),
 }
 
@@ -686,6 +710,13 @@ def parser() -> argparse.ArgumentParser:
                       help="they are different records: record it, and stop asking")
     rekey.add_argument("--id", dest="ids", action="append", metavar="OLD",
                        help="only this old id (repeatable)")
+    sources = sub.add_parser("sources", help="your own tables: draft a first mapping file from them")
+    sources_of = sources.add_subparsers(dest="action", required=True, metavar="ACTION")
+    draft = sources_of.add_parser("init", help="read a schema's tables and columns and propose a commented"
+                                  " mapping file (DUEFLOW_SOURCES_FILE) with its guesses and TODOs")
+    draft.add_argument("--schema", help="the schema of your tables (default: DUEFLOW_SOURCE_SCHEMA, else"
+                       " the search path; SQLite has none)")
+    draft.add_argument("--output", metavar="FILE", help="write it to FILE, a new file (default: stdout)")
     bounces = sub.add_parser("bounces", help="read the bounce mailbox and mark the rows that bounced"
                              " (docs/bounces.md)")
     bounces.add_argument("--list", action="store_true", help="list the bounce reports recorded; read nothing")

@@ -164,6 +164,45 @@ def sources_readiness(settings: Settings) -> SourcesReadiness:
                                 " --dry-run`")
 
 
+@dataclass(frozen=True)
+class MappingDraft:
+    """`dueflow sources init`: the mapping file's text, and what it chose."""
+
+    text: str
+    where: str  # the schema read, as the file's header says it
+    chosen: dict[str, str | None]  # source -> relation (None: not guessed)
+    todo: int  # the guesses left to a person
+
+    def summary(self) -> str:
+        chosen = ", ".join(f"{source} ← {relation or 'TODO'}" for source, relation in self.chosen.items())
+        left = f"; {self.todo} TODO(s) to fill in" if self.todo else ""
+        return f"drafted from the tables of {self.where}: {chosen}{left}"
+
+
+def draft_mapping(settings: Settings, schema: str | None = None) -> MappingDraft:
+    """A first mapping file of the sources, drafted from the tables and columns of `schema`
+    (DUEFLOW_SOURCE_SCHEMA, else the search path; SQLite: the database) and the values of
+    their status, flag and locale columns (tasks/core/mapping_draft.py). Reads only."""
+    from dueflow.tasks.adapters import catalog
+    from dueflow.tasks.core.mapping_draft import draft_sources, mapping_text, value_columns
+
+    engine = reachable(settings)
+    dialect = db.dialect(engine)
+    schema = schema or settings.source_schema
+    if dialect == "sqlite" and schema:
+        raise ConfigError("SQLite has no schemas: leave --schema and DUEFLOW_SOURCE_SCHEMA unset")
+    where = f"schema {schema}" if schema else "the search path" if dialect == "postgresql" else "the database"
+    relations = catalog.relations(engine, schema)
+    if not relations:
+        raise ConfigError(f"no table or view in {where} that this user can see: name the schema of your"
+                          " tables with --schema (nothing was written)")
+    drafts = draft_sources(relations, dialect)
+    drafts = draft_sources(relations, dialect, catalog.distinct_values(engine, value_columns(drafts)))
+    text = mapping_text(drafts, where, dialect, relations)
+    return MappingDraft(text, where, {d.source: d.relation.name if d.relation else None for d in drafts},
+                        sum(line.startswith("# TODO") for line in text.splitlines()))
+
+
 def load_sample_data(settings: Settings) -> int:
     """`dueflow demo`: the ledger and the sample source tables, and sample rows for today
     covering every lead, the boundaries and a few bad rows; how many rows were added."""

@@ -1,7 +1,8 @@
 """A company's own tables, shaped as issue 38 found them: `customer`, `invoice` and
 `agreement`, integer and bigint ids, a boolean state, amounts in cents, their own column
 names and status words — on PostgreSQL (in the test's schema) or SQLite (its declared types:
-booleans as 0/1). Nights are counted from AS_OF."""
+booleans as 0/1). Dates are counted from a night, AS_OF unless given (`dueflow check` reads
+today's)."""
 
 from __future__ import annotations
 
@@ -14,8 +15,8 @@ from dueflow.tasks.adapters import db
 AS_OF = date(2027, 3, 10)
 
 
-def day(offset: int) -> str:
-    return (AS_OF + timedelta(days=offset)).isoformat()
+def day(offset: int, night: date = AS_OF) -> str:
+    return (night + timedelta(days=offset)).isoformat()
 
 
 # The hand-written mapping a person would write for these tables (issue 38's, once value
@@ -62,15 +63,21 @@ cancelled = "void"
 
 # What a night on AS_OF sends: by dunning start. With `sent`, two first reminders go before
 # their invoice's due date (9000000001, 9000000003); the paused client's invoice waits.
-RENEWALS = {f"renewal/1/{day(30)}/30d", f"renewal/3/{day(60)}/60d"}  # 2 is not active (false)
+def renewals(night: date = AS_OF) -> set[str]:
+    return {f"renewal/1/{day(30, night)}/30d", f"renewal/3/{day(60, night)}/60d"}  # 2 is not active
+
+
+RENEWALS = renewals()
 DUE_BY_START = {
     "sent": {f"dunning/{n}/REMINDED_1" for n in (9000000001, 9000000002, 9000000003)},
     "due": {"dunning/9000000002/REMINDED_1"},
 }
+BEFORE_DUE = 2  # of the reminders due with `sent`: 9000000001 and 9000000003
 
 
-def create_company(url: str, due_on_type: str = "date") -> None:
-    """The three tables and their rows (`due_on_type`: text, to try a date kept as text)."""
+def create_company(url: str, due_on_type: str = "date", night: date = AS_OF) -> None:
+    """The three tables and their rows (`due_on_type`: text, to try a date kept as text),
+    dated from `night`."""
     engine = db.engine_for(url)
     pg = engine.dialect.name == "postgresql"
     flag = "boolean" if pg else "BOOLEAN"
@@ -96,23 +103,23 @@ def create_company(url: str, due_on_type: str = "date") -> None:
         conn.execute(text("INSERT INTO invoice VALUES (:id, :client, :no, :cents, 'EUR', :state, :issued,"
                           " :due, :paid)"), [
             {"id": 9000000001, "client": 1, "no": "INV-1001", "cents": 125000, "state": "issued",
-             "issued": f"{day(-8)}T09:00:00+00:00", "due": day(22), "paid": None},
+             "issued": f"{day(-8, night)}T09:00:00+00:00", "due": day(22, night), "paid": None},
             {"id": 9000000002, "client": 1, "no": "INV-1002", "cents": 98040, "state": "issued",
-             "issued": f"{day(-40)}T09:00:00+00:00", "due": day(-10), "paid": None},
+             "issued": f"{day(-40, night)}T09:00:00+00:00", "due": day(-10, night), "paid": None},
             {"id": 9000000003, "client": 2, "no": "INV-1003", "cents": 45000, "state": "issued",
-             "issued": f"{day(-9)}T09:00:00+00:00", "due": day(6), "paid": None},
+             "issued": f"{day(-9, night)}T09:00:00+00:00", "due": day(6, night), "paid": None},
             {"id": 9000000004, "client": 2, "no": "INV-1004", "cents": 12000, "state": "settled",
-             "issued": f"{day(-30)}T09:00:00+00:00", "due": day(0), "paid": day(-2)},
+             "issued": f"{day(-30, night)}T09:00:00+00:00", "due": day(0, night), "paid": day(-2, night)},
             {"id": 9000000005, "client": 3, "no": "INV-1005", "cents": 77000, "state": "issued",
-             "issued": f"{day(-20)}T09:00:00+00:00", "due": day(-5), "paid": None}])
+             "issued": f"{day(-20, night)}T09:00:00+00:00", "due": day(-5, night), "paid": None}])
         conn.execute(text("INSERT INTO agreement VALUES (:id, :supplier, :what, :cents, :cur, :renews,"
                           " :owner, :active)"), [
             {"id": 1, "supplier": "CloudCo", "what": "Hosting", "cents": 1200000, "cur": "EUR",
-             "renews": day(30), "owner": "it@ours.example", "active": True},
+             "renews": day(30, night), "owner": "it@ours.example", "active": True},
             {"id": 2, "supplier": "PrintCo", "what": "Printers", "cents": 50000, "cur": "EUR",
-             "renews": day(15), "owner": "office@ours.example", "active": False},
+             "renews": day(15, night), "owner": "office@ours.example", "active": False},
             {"id": 3, "supplier": "DataCo", "what": "Analytics", "cents": 990000, "cur": "USD",
-             "renews": day(60), "owner": "data@ours.example", "active": True}])
+             "renews": day(60, night), "owner": "data@ours.example", "active": True}])
 
 
 def schema_of(url: str) -> str | None:
