@@ -124,9 +124,9 @@ class Settings(SettingsTable):
         """These settings with a run's parameters that are settings too (the table's
         `parameter`), one reading for each: an on/off parameter switches its setting on for
         the run and never off (the variable switched on holds for every run: either on is
-        on); a block's name, when given, wins over its variable (`email_block`). A value
-        of the wrong kind is one ConfigError line."""
-        from dueflow.tasks.core.parameters import ParameterError, block_name, flag_of
+        on); any other, when given, wins over its variable for the run and, empty, keeps it
+        (`email_block`, `dunning_start`). A value of the wrong kind is one ConfigError line."""
+        from dueflow.tasks.core.parameters import SETTING_PARAMETERS, ParameterError, flag_of
 
         changes: dict[str, Any] = {}
         for name, value in parameters.items():
@@ -134,8 +134,8 @@ class Settings(SettingsTable):
             try:
                 if row.parse is on_off:
                     changes[row.field] = flag_of(name, value) or getattr(self, row.field)
-                elif value is not None and str(value).strip():  # names a block: empty keeps the variable
-                    changes[row.field] = block_name(value, name)
+                elif value is not None and str(value).strip():  # empty keeps the variable
+                    changes[row.field] = SETTING_PARAMETERS[name](value)
             except ParameterError as exc:
                 raise ConfigError(str(exc)) from None
         return replace(self, **changes)

@@ -33,6 +33,7 @@ from dueflow.blocks.parsers import (
     whole,
 )
 from dueflow.tasks.core import defaults
+from dueflow.tasks.core.parameters import DUNNING_STARTS
 
 UrlParser = Literal["sqlalchemy", "urlsplit"]  # the parser that connects with a URL setting
 
@@ -283,6 +284,14 @@ class SettingsTable:
             " parameter switches it on for one run (either on is on). Otherwise they wait for the next"
             " business day like reminders, and a renewal that fell on the closed days just past gets its"
             " most urgent alert then")
+    dunning_start: str = setting(
+        "DUEFLOW_DUNNING_START", one_of(DUNNING_STARTS), defaults.DUNNING_START, group="dunning",
+        parameter="dunning_start",
+        doc="what the first reminder's delay counts from: `sent`, the day the invoice was sent (`sent_at`;"
+            " a first reminder may then go before the due date), or `due`, its due date (`due_date`, as"
+            " billing systems usually do). One reading: a profile's `start` wins for its clients, then the"
+            " flow's `dunning_start` parameter (`dueflow run --dunning-start`) for one run, then this"
+            " variable; `dueflow check` says which is in force")
     dunning_minimum: str | None = setting(
         "DUEFLOW_DUNNING_MINIMUM", text, None, group="dunning", shown="none",
         doc="no reminder or escalation below this open amount, per currency: `EUR 5, USD 5, JPY 500`. Such"

@@ -107,22 +107,32 @@ def _check_ready(settings: Settings, sources: bool = True, writes: bool = False)
 
 def cmd_init_db(args: argparse.Namespace, settings: Settings) -> int:
     """Create or upgrade dueflow's own tables; with --with-sample-tables, the sample source
-    tables that are missing. Says "ready" only when a run could start: otherwise it names
-    what it cannot create and exits 2."""
-    from dueflow.tasks.operations import init_ledger, ready_for_a_run
+    tables that are missing. Exit 0 once its own tables are right; then, apart, whether the
+    sources can be read, and the next command (a new install: which dunning start holds)."""
+    from dueflow.tasks.core.dunning_start import start_in_force
+    from dueflow.tasks.operations import init_ledger, sources_readiness
 
     where = redact_url(settings.database_url)
     done = init_ledger(settings, sample_tables=args.with_sample_tables, on_wait=_say_waiting(settings))
     version = done.after
     if done.before is None:
         print(f"Ledger created in {where} (version {version.head}).")
+        chosen = bool((os.environ.get("DUEFLOW_DUNNING_START") or "").strip())
+        print(f"Dunning start: {start_in_force(settings.dunning_start, chosen, settings.profiles())}.")
     elif done.upgraded:
         print(f"Ledger upgraded in {where}: version {done.before.current or 'before versioning'} →"
               f" {version.head}, every row kept.")
     else:
         print(f"Ledger up to date in {where} (version {version.head}).")
-    ready_for_a_run(settings)
-    print("Ready: the ledger and the sources can be read (`dueflow check --sources` shows how).")
+    sources = sources_readiness(settings)
+    if sources.ready:
+        print(f"Ready: the ledger and the sources can be read. Next: {sources.next_step}.")
+        return 0
+    print("Not ready for a run yet: dueflow's tables are right, the sources cannot be read (they are yours:"
+          " dueflow creates only its own tables, docs/your-data.md):")
+    for line in sources.problems:
+        print(f"  {line}")
+    print(f"Next: {sources.next_step}.")
     return 0
 
 
@@ -354,7 +364,7 @@ def attention_lines(summary: object) -> list[str]:
 def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     approve = {"approve": args.approve} if args.approve else {}
     return _run_flow(settings, args.as_of, args.dry_run, send_cap=args.send_cap,
-                     allow_any_as_of=args.allow_any_as_of, **approve)
+                     allow_any_as_of=args.allow_any_as_of, dunning_start=args.dunning_start or "", **approve)
 
 
 def cmd_adopt(args: argparse.Namespace, settings: Settings) -> int:
@@ -583,6 +593,29 @@ def cmd_rekey(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def cmd_sources(args: argparse.Namespace, settings: Settings) -> int:
+    """`dueflow sources init`: a first mapping file from the schema's tables, to stdout or
+    a new file (an existing one is never overwritten)."""
+    from dueflow.tasks.operations import draft_mapping
+
+    draft = draft_mapping(settings, args.schema)
+    if not args.output:
+        sys.stdout.write(draft.text)
+        sys.stdout.flush()
+        print(f"dueflow: {draft.summary()}", file=sys.stderr)
+        return 0
+    try:
+        with open(args.output, "x", encoding="utf-8") as out:
+            out.write(draft.text)
+    except FileExistsError:
+        raise UserError(f"{args.output} exists: nothing written (name another file)") from None
+    except OSError as exc:
+        raise UserError(f"cannot write {args.output}: {exc.strerror or exc}") from None
+    print(f"{args.output}: {draft.summary()}.")
+    print(f"Next: read it, then DUEFLOW_SOURCES_FILE={args.output} and `dueflow check --sources`.")
+    return 0
+
+
 def cmd_bounces(args: argparse.Namespace, settings: Settings) -> int:
     _check_ready(settings, sources=False)
     _quiet_prefect()
@@ -603,6 +636,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, Settings], int]] = {
     "forecast": cmd_forecast,
     "prune": cmd_prune,
     "rekey": cmd_rekey,
+    "sources": cmd_sources,
     "bounces": lambda args, settings: cmd_bounces(args, settings),
 }
 
@@ -631,7 +665,7 @@ def parser() -> argparse.ArgumentParser:
                       help="also create sample contracts, clients and invoices tables where missing")
     run = sub.add_parser("run", help="run the nightly flow once",  # one usage line: an error is 2 lines
                          usage="%(prog)s [-h] [--as-of DATE] [--dry-run] [--send-cap N]"
-                               " [--approve all|none|N] [--allow-any-as-of]")
+                               " [--approve all|none|N] [--allow-any-as-of] [--dunning-start {sent,due}]")
     run.add_argument("--as-of", type=_as_of, help="business date YYYY-MM-DD (default: today)")
     run.add_argument("--dry-run", action="store_true", help="decide and render, write nothing")
     run.add_argument("--allow-any-as-of", action="store_true", help="take an --as-of more than 31 days"
@@ -641,6 +675,10 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--approve", metavar="all|none|N",
                      help="a night that looks wrong goes on: all of it, none, or at most N emails per job"
                           " (docs/operations.md)")
+    run.add_argument("--dunning-start", choices=["sent", "due"],
+                     help="what the first reminder counts from in this run: the day the invoice was sent"
+                          " or its due date (default: DUEFLOW_DUNNING_START, else sent; a client's profile"
+                          " wins)")
     adopt = sub.add_parser("adopt", help="take over existing data: record everything due now"
                            " as handled, without sending")
     adopt.add_argument("--as-of", type=_as_of, help="business date YYYY-MM-DD (default: today)")
@@ -687,6 +725,13 @@ def parser() -> argparse.ArgumentParser:
                       help="they are different records: record it, and stop asking")
     rekey.add_argument("--id", dest="ids", action="append", metavar="OLD",
                        help="only this old id (repeatable)")
+    sources = sub.add_parser("sources", help="your own tables: draft a first mapping file from them")
+    sources_of = sources.add_subparsers(dest="action", required=True, metavar="ACTION")
+    draft = sources_of.add_parser("init", help="read a schema's tables and columns and propose a commented"
+                                  " mapping file (DUEFLOW_SOURCES_FILE) with its guesses and TODOs")
+    draft.add_argument("--schema", help="the schema of your tables (default: DUEFLOW_SOURCE_SCHEMA, else"
+                       " the search path; SQLite has none)")
+    draft.add_argument("--output", metavar="FILE", help="write it to FILE, a new file (default: stdout)")
     bounces = sub.add_parser("bounces", help="read the bounce mailbox and mark the rows that bounced"
                              " (docs/bounces.md)")
     bounces.add_argument("--list", action="store_true", help="list the bounce reports recorded; read nothing")

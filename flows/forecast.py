@@ -39,7 +39,7 @@ def forecast_flow(
     renewal_leads: list[StrictInt] = list(defaults.RENEWAL_LEADS),  # noqa: B006 - Prefect copies it
     renewal_locale: str = "en",
     dunning_delays: list[StrictInt] = list(defaults.DUNNING_DELAYS),  # noqa: B006
-    dunning_start: Start = "sent",
+    dunning_start: Start = "",
     dunning_delay_unit: str = "calendar",
     renewal_on_any_day: StrictBool = False,
 ) -> pd.DataFrame:

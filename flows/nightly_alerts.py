@@ -55,7 +55,10 @@ Backoff = Annotated[int, _shown(minimum=0, maximum=P.MAX_BACKOFF_MINUTES)]
 # tasks/core/parameters.py (`as_of_of`).
 AsOf = Annotated[date | str | None, WithJsonSchema({"type": "string", "default": "", "maxLength": 10})]
 SendCap = Annotated[int | None, _shown(minimum=0, maximum=P.MAX_SEND_CAP)]
-Start = Annotated[str, _shown(enum=list(P.DUNNING_STARTS))]
+# dunning_start is a setting too (DUEFLOW_DUNNING_START): empty, the form's default, is the
+# setting's; a string schema alone, as as_of's, so that the form offers no None.
+Start = Annotated[str | None, WithJsonSchema({"type": "string", "enum": ["", *P.DUNNING_STARTS],
+                                              "default": ""})]
 Unit = Annotated[str, _shown(enum=list(P.DELAY_UNITS))]
 EmailBlock = Annotated[str | None, _shown(maxLength=P.MAX_BLOCK_NAME)]
 # adopt is a one-time take-over, never a night's setting: the form says so in its title.
@@ -130,7 +133,8 @@ def check_night(settings: Settings, as_of: date | None, dry_run: bool, params: d
     raw |= params | {"dry_run": dry_run}
     allow_any = raw.pop("allow_any_as_of")
     del raw["as_of"]
-    settings.with_parameters(email_block=raw.pop("email_block"))
+    raw["dunning_start"] = settings.with_parameters(email_block=raw.pop("email_block"),
+                                                    dunning_start=raw["dunning_start"]).dunning_start
     checked_approval(raw.pop("approve"))
     checked_parameters(**raw)
     checked_as_of(as_of, settings, ledger_of(settings).first_night, allow_any)
@@ -148,7 +152,7 @@ def nightly_alerts(
     renewal_leads: Leads = list(defaults.RENEWAL_LEADS),  # noqa: B006 - Prefect copies it
     renewal_locale: Locale = "en",
     dunning_delays: Delays = list(defaults.DUNNING_DELAYS),  # noqa: B006
-    dunning_start: Start = "sent",
+    dunning_start: Start = "",
     dunning_delay_unit: Unit = "calendar",
     renewal_on_any_day: bool = False,
     retry_max_attempts: Attempts = defaults.RETRY_MAX_ATTEMPTS,
@@ -174,7 +178,9 @@ def nightly_alerts(
         dunning_delays: Days between dunning steps: from the start to the first reminder,
             from it to the second, from it to the escalation to a colleague (default 7, 5, 7).
         dunning_start: What the first delay counts from: the day the invoice was sent
-            ("sent") or its due date ("due").
+            ("sent": a first reminder may go before the due date) or its due date ("due").
+            Empty means DUEFLOW_DUNNING_START (default "sent"); a client's profile's start
+            wins over both.
         dunning_delay_unit: "calendar" days, or "business" days of the calendar
             (DUEFLOW_BUSINESS_DAYS, DUEFLOW_HOLIDAYS, DUEFLOW_CLOSED_DAYS_FILE).
         renewal_on_any_day: Renewal alerts go out on closed days too (otherwise, with a
@@ -215,10 +221,11 @@ def nightly_alerts(
         from dueflow.tasks.jobs import night_jobs
         from dueflow.tasks.night import Night
 
-        settings = Settings.from_env().with_parameters(email_block=email_block).with_blocks()
+        settings = Settings.from_env().with_parameters(email_block=email_block,
+                                                       dunning_start=dunning_start).with_blocks()
         settings.check_templates()  # a broken DUEFLOW_TEMPLATES_DIR template: one line, nothing written
         params = checked_parameters(
-            renewal_leads=renewal_leads, dunning_delays=dunning_delays, dunning_start=dunning_start,
+            renewal_leads=renewal_leads, dunning_delays=dunning_delays, dunning_start=settings.dunning_start,
             renewal_locale=renewal_locale, retry_max_attempts=retry_max_attempts,
             retry_backoff_minutes=retry_backoff_minutes, send_cap=send_cap, adopt=adopt, dry_run=dry_run,
             dunning_delay_unit=dunning_delay_unit, renewal_on_any_day=renewal_on_any_day)

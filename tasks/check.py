@@ -98,10 +98,22 @@ def check_settings(env: dict[str, str]) -> tuple[list[Check], Settings | None]:
                             "set DUEFLOW_ESCALATION_TO=collections@yourcompany.example"))
     else:
         checks.append(Check("setting DUEFLOW_ESCALATION_TO", True, f"escalations go to {escalation}"))
+    checks.append(dunning_start_check(settings, bool((env.get("DUEFLOW_DUNNING_START") or "").strip())))
     rules = dunning_rules_line(settings)
     if rules:
         checks.append(Check("dunning rules", True, rules))
     return checks, settings
+
+
+def dunning_start_check(settings: Settings, chosen: bool) -> Check:
+    """Which start is in force and which of its three places wins; a warning while nobody
+    chose it and reminders may go before their due date (issue 38)."""
+    from dueflow.tasks.core.dunning_start import start_in_force
+
+    unchosen = not chosen and settings.dunning_start == "sent"
+    return Check("dunning start", True, start_in_force(settings.dunning_start, chosen, settings.profiles()),
+                 "set DUEFLOW_DUNNING_START=due or =sent, whichever you mean" if unchosen else None,
+                 warning=unchosen)
 
 
 # Domains no client's mail can reach: a reply to them is lost.
@@ -226,10 +238,10 @@ def check_database(settings: Settings) -> list[Check]:
     except SQLAlchemyError as exc:
         return [Check(item, False, f"cannot connect: {_reason(exc)}",
                       "check DUEFLOW_DATABASE_URL (host, port, user, password) and that the server runs")]
-    if problems:
-        return [Check(item, False, "; ".join(problems),
-                      "install the newer dueflow" if version.newer else "run `dueflow init-db`")]
-    checks = [Check(item, True, f"reachable; ledger at version {version.head}")]
+    # The sources are checked with or without dueflow's own tables: each problem its own line
+    # (each problem's text says its fix), and a read of the sources as a first night would.
+    checks = ([Check(item, True, "reachable"), Check("ledger", False, "; ".join(problems))]
+              if problems else [Check(item, True, f"reachable; ledger at version {version.head}")])
     database = db.Database(settings.database_url, settings.db_lock_timeout, settings.ledger_schema)
     try:
         database = database.with_sources(settings.source_mapping(), settings.source_schema, settings.timezone)
@@ -238,12 +250,26 @@ def check_database(settings: Settings) -> list[Check]:
     except ConfigError as exc:
         return [*checks, Check("sources", False, str(exc), "correct DUEFLOW_SOURCES_FILE")]
     assert database.sources is not None
+    if problems:  # no ledger (or not this dueflow's) to plan the night's statements against
+        return [*checks, _timed_read(database, settings, ledger=False)]
     planned = explain_night(engine, database.sources)
     checks += [Check(f"source {p.source}", False, p.detail, p.fix) for p in planned]
     checks.append(_write_probe(database))
     if not planned:
         checks += [_timed_read(database, settings)]
     return checks
+
+
+def night_store(database: Any, ledger: bool = True) -> Any:
+    """The store a check reads the sources through: the database's, or, before its ledger is
+    made (`ledger=False`), the sources with an empty ledger in memory — a first night."""
+    from dueflow.tasks.adapters.memory import MemoryLedger, MemorySources
+    from dueflow.tasks.adapters.sql_store import FirstNightSources, sql_store
+    from dueflow.tasks.core.ports import Store
+
+    if ledger:
+        return sql_store(database)
+    return Store(MemoryLedger(MemorySources.of()), FirstNightSources(database))
 
 
 def _write_probe(database: Any) -> Check:
@@ -264,22 +290,21 @@ def _write_probe(database: Any) -> Check:
     return Check("dueflow's tables", True, "writable (a write tried in a transaction rolled back)")
 
 
-def _timed_read(database: Any, settings: Settings) -> Check:
-    """Tonight's extract of each job, as a run reads it, timed."""
+def _timed_read(database: Any, settings: Settings, ledger: bool = True) -> Check:
+    """Tonight's extract of each job, as a run reads it, timed (`ledger=False`: none yet)."""
     import time
 
     from sqlalchemy.exc import DBAPIError
 
     from dueflow.tasks.adapters import db_errors
-    from dueflow.tasks.adapters.sql_store import sql_store
     from dueflow.tasks.jobs import DunningJob, night_jobs
 
     today = settings.today()
-    renewal, _ = night_jobs(settings, default_parameters())
+    renewal, _ = night_jobs(settings, default_parameters(settings.dunning_start))
     started = time.monotonic()
     try:
-        renewals = renewal.extract(sql_store(database), today)
-        dunning = DunningJob.extract_all(sql_store(database))
+        renewals = renewal.extract(night_store(database, ledger), today)
+        dunning = DunningJob.extract_all(night_store(database, ledger))
     except DBAPIError as exc:
         line = db_errors.database_problem(exc, "reading tonight's source rows failed")
         detail, _, fix = line.partition(" — fix: ")
@@ -288,7 +313,9 @@ def _timed_read(database: Any, settings: Settings) -> Check:
     notes = "; ".join(database.sources.notes) if database.sources.notes else ""
     return Check("sources", True, f"read in {seconds:.1f} s: {len(renewals['contracts']):,} contract(s),"
                  f" {len(dunning['invoices']):,} open invoice(s), {len(dunning['clients']):,} client(s)"
-                 f" tonight ({database.sources.mapping_origin})" + (f"; note: {notes}" if notes else ""))
+                 f" tonight ({database.sources.mapping_origin}"
+                 + ("" if ledger else "; no ledger yet: as a first night") + ")"
+                 + (f"; note: {notes}" if notes else ""))
 
 
 def sources_report(settings: Settings) -> list[str]:
@@ -297,10 +324,14 @@ def sources_report(settings: Settings) -> list[str]:
     rows (read, quarantined and why, due), and the indexes that would help."""
     from dueflow.tasks.adapters import db
     from dueflow.tasks.adapters.sources import SourceError, index_advice
-    from dueflow.tasks.adapters.sql_store import sql_store
+    from dueflow.tasks.core.dunning_start import before_due, before_due_line
     from dueflow.tasks.jobs import night_jobs
+    from dueflow.tasks.operations import sqlite_missing
 
     database = db.Database(settings.database_url, settings.db_lock_timeout, settings.ledger_schema)
+    if sqlite_missing(settings):  # looking would create the file
+        return ["", "Sources: not readable (see the problems above)."]
+    ledger = not db.ledger_problems(database.engine)
     try:
         database = database.with_sources(settings.source_mapping(), settings.source_schema, settings.timezone)
     except (SourceError, ConfigError):
@@ -318,13 +349,14 @@ def sources_report(settings: Settings) -> list[str]:
     lines += [f"  note: {note}" for note in sources.notes]
 
     today = settings.today()
-    renewal_job, dunning_job = night_jobs(settings, default_parameters())
-    store = sql_store(database)
+    renewal_job, dunning_job = night_jobs(settings, default_parameters(settings.dunning_start))
+    store = night_store(database, ledger)
     renewals = renewal_job.extract(store, today)
     renewal = renewal_job.decide(renewals, today)
     dunning = dunning_job.extract_all(store)
     reminders = dunning_job.decide(dunning, today)
-    lines += ["", f"Tonight ({today}), through the real extract and rules (default parameters; nothing"
+    lines += ["", f"Tonight ({today}), through the real extract and rules (default parameters, dunning start"
+              f" {settings.dunning_start}; {'' if ledger else 'no ledger yet: as a first night; '}nothing"
               " written):"]
     for job, read, decision in (("renewal", renewals["contracts"], renewal),
                                 ("dunning", dunning["invoices"], reminders)):
@@ -334,6 +366,8 @@ def sources_report(settings: Settings) -> list[str]:
                      f" tonight ({int(decision.due['handled'].sum()):,} more already handled)")
         for reason, count in quarantined["reason"].value_counts().head(5).items():
             lines.append(f"    {count:>6,} × {reason}")
+    if early := before_due_line(before_due(reminders.to_reserve, today), settings.dunning_start):
+        lines.append(f"  {early}")
     advice = index_advice(database.engine, sources)
     if advice:
         lines += ["", "Indexes the night relies on (dueflow creates none on your relations):"]

@@ -65,7 +65,7 @@ def forecast(
     renewal_leads: Sequence[int] = defaults.RENEWAL_LEADS,
     renewal_locale: str = "en",
     dunning_delays: Sequence[int] = defaults.DUNNING_DELAYS,
-    dunning_start: str = "sent",
+    dunning_start: str | None = None,
     dunning_delay_unit: str = "calendar",
     renewal_on_any_day: bool = False,
 ) -> pd.DataFrame:
@@ -79,7 +79,7 @@ def forecast(
         days = forecast_days(days)
         leads = leads_of(renewal_leads)
         dunning_delays = delays_of(dunning_delays)
-        counted_from = dunning_start_of(dunning_start)
+        counted_from = dunning_start_of(settings.with_parameters(dunning_start=dunning_start).dunning_start)
         renewal_locale = locale_of(renewal_locale)
         unit = delay_unit_of(dunning_delay_unit)
         start = forecast_start(start or settings.today())

@@ -24,6 +24,7 @@ from dueflow.blocks.settings import ConfigError
 from dueflow.tasks import steps
 from dueflow.tasks.core.decide import Decision
 from dueflow.tasks.core.defaults import DELIVERY_WORKERS
+from dueflow.tasks.core.dunning_start import before_due, before_due_line
 from dueflow.tasks.core.frames import pd
 from dueflow.tasks.core.guard import (
     Approval,
@@ -203,6 +204,9 @@ def run_night(night: Night, call: Steps) -> RunSummary:
             log.info("%s: %s", job.name, count_line(delivered))
         tonight.rows += [job_rows, delivered]
         tonight.won[job.name] = winners
+        if night.params.dry_run and job.name == Job.DUNNING:  # the start's effect, before the first night
+            tonight.warnings += filter(None, [before_due_line(before_due(winners, night.as_of),
+                                                              night.params.dunning_start)])
         tonight.drafts += prepared.drafts
         tonight.warnings += prepared.without_pdf()
         # What a person knows each due key by (summary.rows); keys settled by earlier runs

@@ -127,14 +127,80 @@ def init_ledger(settings: Settings, sample_tables: bool = False,
     return LedgerInit(before, after)
 
 
-def ready_for_a_run(settings: Settings) -> None:
-    """ConfigError unless the ledger and every source relation can be read."""
+@dataclass(frozen=True)
+class SourcesReadiness:
+    """What a run still needs of the sources once dueflow's own tables are right
+    (`dueflow init-db`): nothing (`ready`), or each problem and the next command."""
+
+    problems: tuple[str, ...]  # one line each
+    next_step: str  # the command to run next
+
+    @property
+    def ready(self) -> bool:
+        return not self.problems
+
+
+def sources_readiness(settings: Settings) -> SourcesReadiness:
+    """Whether every source relation can be read as mapped, and if not what to do next:
+    with no mapping file, `dueflow sources init` drafts one from the schema's tables (or
+    sample tables, to try dueflow out); with one, correct it. Reads only."""
+    from dueflow.tasks.adapters.sources import SourceError
+
+    mapping = settings.source_mapping()
     try:
-        db.open_database(settings)
-    except ConfigError as exc:
-        raise ConfigError(f"not ready for a run: {exc}. dueflow creates only its own tables; your"
-                          " source tables or views are yours (docs/your-data.md), or run"
-                          " `dueflow init-db --with-sample-tables` for sample ones") from None
+        db.Database(settings.database_url, settings.db_lock_timeout, settings.ledger_schema).with_sources(
+            mapping, settings.source_schema, settings.timezone)
+    except SourceError as exc:
+        if mapping.given:
+            return SourcesReadiness(tuple(p.line() for p in exc.problems),
+                                    f"correct {mapping.origin} as said, then `dueflow check --sources`")
+        schema = f" --schema {settings.source_schema}" if settings.source_schema else ""
+        return SourcesReadiness(
+            tuple(f"{p.source}: {p.detail}" for p in exc.problems),
+            f"`dueflow sources init{schema} --output sources.toml` drafts a mapping from your tables, then"
+            " DUEFLOW_SOURCES_FILE=sources.toml and `dueflow check --sources` (or, to try dueflow on sample"
+            " tables: `dueflow init-db --with-sample-tables`)")
+    return SourcesReadiness((), "`dueflow check --sources` shows how each source is read, then `dueflow run"
+                                " --dry-run`")
+
+
+@dataclass(frozen=True)
+class MappingDraft:
+    """`dueflow sources init`: the mapping file's text, and what it chose."""
+
+    text: str
+    where: str  # the schema read, as the file's header says it
+    chosen: dict[str, str | None]  # source -> relation (None: not guessed)
+    todo: int  # the guesses left to a person
+
+    def summary(self) -> str:
+        chosen = ", ".join(f"{source} ← {relation or 'TODO'}" for source, relation in self.chosen.items())
+        left = f"; {self.todo} TODO(s) to fill in" if self.todo else ""
+        return f"drafted from the tables of {self.where}: {chosen}{left}"
+
+
+def draft_mapping(settings: Settings, schema: str | None = None) -> MappingDraft:
+    """A first mapping file of the sources, drafted from the tables and columns of `schema`
+    (DUEFLOW_SOURCE_SCHEMA, else the search path; SQLite: the database) and the values of
+    their status, flag and locale columns (tasks/core/mapping_draft.py). Reads only."""
+    from dueflow.tasks.adapters import catalog
+    from dueflow.tasks.core.mapping_draft import draft_sources, mapping_text, value_columns
+
+    engine = reachable(settings)
+    dialect = db.dialect(engine)
+    schema = schema or settings.source_schema
+    if dialect == "sqlite" and schema:
+        raise ConfigError("SQLite has no schemas: leave --schema and DUEFLOW_SOURCE_SCHEMA unset")
+    where = f"schema {schema}" if schema else "the search path" if dialect == "postgresql" else "the database"
+    relations = catalog.relations(engine, schema)
+    if not relations:
+        raise ConfigError(f"no table or view in {where} that this user can see: name the schema of your"
+                          " tables with --schema (nothing was written)")
+    drafts = draft_sources(relations, dialect)
+    drafts = draft_sources(relations, dialect, catalog.distinct_values(engine, value_columns(drafts)))
+    text = mapping_text(drafts, where, dialect, relations)
+    return MappingDraft(text, where, {d.source: d.relation.name if d.relation else None for d in drafts},
+                        sum(line.startswith("# TODO") for line in text.splitlines()))
 
 
 def load_sample_data(settings: Settings) -> int:

@@ -24,8 +24,10 @@ from sqlalchemy import Connection, Engine, literal, text
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
 from dueflow.sql import statement as plain_statement
+from dueflow.tasks.core.casts import null_safe_reading, quoted_name, safe_cast, toml_string
 from dueflow.tasks.core.sources import (
     AMOUNT_MINOR,
+    BOOLEAN_STATUSES,
     SOURCE_NAMES,
     SOURCES,
     Expression,
@@ -33,6 +35,7 @@ from dueflow.tasks.core.sources import (
     Origin,
     SourceMapping,
     SourceSpec,
+    flag_word,
 )
 
 # PostgreSQL types dueflow reads, per kind (pg_type.typname). Text-like types work for
@@ -158,18 +161,22 @@ def _reason(exc: BaseException) -> str:
 
 
 def _find(
-    conn: Connection, dialect: str, spec: SourceSpec, schema: str | None, mapped: bool
+    conn: Connection, dialect: str, spec: SourceSpec, schema: str | None, mapped: bool, own_file: bool
 ) -> tuple[str | None, str, str] | SourceProblem:
     rows = conn.execute(
         text(plain_statement("find_relation", dialect)), {"name": spec.relation, "schema": schema}
     ).all()
     where = f"schema {schema}" if schema else "the search path" if dialect == "postgresql" else "the database"
     if not rows:
-        fix = (
-            f"point {'the mapping file' if mapped else 'DUEFLOW_SOURCE_SCHEMA'} at the {spec.name}"
-            " table or view, or map your own (DUEFLOW_SOURCES_FILE, docs/your-data.md); for sample"
-            " tables: `dueflow init-db --with-sample-tables`"
-        )
+        if mapped:  # the mapping file names it: its word is what is wrong
+            fix = (f"point the mapping file's [{spec.name}] relation (and schema) at your {spec.name} table"
+                   " or view")
+        elif own_file:  # a mapping file, silent on this source: no sample tables for this user
+            fix = f'map it in the mapping file: [{spec.name}] relation = "your_table" (docs/your-data.md)'
+        else:
+            fix = (f"point DUEFLOW_SOURCE_SCHEMA at the schema of your {spec.name} table or view, or map your"
+                   " own (DUEFLOW_SOURCES_FILE; `dueflow sources init` drafts one from your tables); for"
+                   " sample tables: `dueflow init-db --with-sample-tables`")
         return SourceProblem(spec.name, f"no table or view {spec.relation} in {where}", fix)
     exact = [row for row in rows if row.exact] or rows
     row = exact[0]
@@ -231,13 +238,27 @@ def _literal(conn: Connection, value: str) -> str:
     return str(literal(value).compile(dialect=conn.dialect, compile_kwargs={"literal_binds": True}))
 
 
-def _value_map(conn: Connection, expr: str, values: Mapping[str, str] | None) -> str:
+def _value_map(conn: Connection, expr: str, values: Mapping[str, str] | None, raw: str = "",
+               type_seen: str = "") -> str:
+    """`expr` (the value's text) through a value map, theirs = ours; a value not in it is
+    kept. A key that says true or false (true, 1, yes; false, 0, no) also matches what a
+    boolean is where it is one: PostgreSQL's boolean, an integer 1 or 0 (SQLite keeps
+    booleans so, `raw`'s own storage class says when). Text matches only as written."""
     if not values:
         return expr
-    cases = " ".join(
-        f"WHEN {_literal(conn, theirs)} THEN {_literal(conn, ours)}" for theirs, ours in values.items()
-    )
-    return f"CASE {expr} {cases} ELSE {expr} END"
+    dialect = _dialect(conn)
+    cases = []
+    for theirs, ours in values.items():
+        matches = [f"{expr} = {_literal(conn, theirs)}"]
+        flag = flag_word(theirs)
+        if flag and type_seen == "bool":
+            matches = [f"{expr} = {_literal(conn, flag)}"]
+        elif flag and type_seen in _INTEGERS:
+            matches.append(f"{expr} = {_literal(conn, '1' if flag == 'true' else '0')}")
+        elif flag and dialect == "sqlite" and raw:
+            matches.append(f"(typeof({raw}) = 'integer' AND {raw} = {1 if flag == 'true' else 0})")
+        cases.append(f"WHEN {' OR '.join(matches)} THEN {_literal(conn, ours)}")
+    return f"CASE {' '.join(cases)} ELSE {expr} END"
 
 
 def _reading(
@@ -251,29 +272,20 @@ def _reading(
     timezone: str,
 ) -> str | SourceProblem:
     """The projection's expression for one column of a known type, or why it cannot be read."""
+    values = spec.values.get(column)
+    if values:  # a column with a value map is read as the text of its value, whatever its type
+        return _value_map(conn, id_text(raw, dialect, type_seen), values, raw, type_seen)
     if dialect == "sqlite":
         # Dates and timestamps are text there, read by date() and the decide functions;
         # amounts keep their own type so a floating point keeps its shortest repr.
         if kind in (Kind.DATE, Kind.TIMESTAMP, Kind.AMOUNT):
             return raw
         if kind == Kind.ID:
-            return _value_map(conn, id_text(raw, dialect, type_seen), spec.values.get(column))
-        return _value_map(conn, f"CAST({raw} AS TEXT)", spec.values.get(column))
+            return id_text(raw, dialect, type_seen)
+        return f"CAST({raw} AS TEXT)"
     allowed = _MINOR_TYPES if column == AMOUNT_MINOR else PG_TYPES[kind]
     if type_seen not in allowed:
-        wants = {
-            Kind.DATE: "a date (or a timestamp)",
-            Kind.ID: "text, an integer, numeric or uuid",
-            Kind.AMOUNT: "numeric, an integer, floating point or text",
-            Kind.TIMESTAMP: "a timestamp (with or without time zone) or a date",
-            Kind.FLAG: "boolean, an integer or text with a value map",
-        }.get(kind, "text")
-        return SourceProblem(
-            spec.name,
-            f"{column} is {type_seen} in {spec.relation}; dueflow reads {wants}",
-            f"cast it in a view or with an expression in the mapping file"
-            f' ({column} = {{ sql = "CAST(… AS …)" }})',
-        )
+        return _type_problem(spec, column, kind, type_seen)
     if kind == Kind.DATE:
         if type_seen == "timestamptz":
             return f"CAST(timezone({_literal(conn, timezone)}, {raw}) AS date)"
@@ -281,8 +293,40 @@ def _reading(
     if kind == Kind.TIMESTAMP:
         return raw  # read as text: an offset when it has a zone, the business zone when not
     if kind == Kind.ID:
-        return _value_map(conn, id_text(raw, dialect, type_seen), spec.values.get(column))
-    return _value_map(conn, f"CAST({raw} AS text)", spec.values.get(column))
+        return id_text(raw, dialect, type_seen)
+    return f"CAST({raw} AS text)"
+
+
+_WANTS = {
+    Kind.DATE: "a date (or a timestamp)",
+    Kind.ID: "text, an integer, numeric or uuid",
+    Kind.AMOUNT: "numeric, an integer, floating point or text",
+    Kind.TIMESTAMP: "a timestamp (with or without time zone) or a date",
+    Kind.FLAG: "boolean, an integer or text",
+}
+
+
+def _type_problem(spec: SourceSpec, column: str, kind: Kind, type_seen: str) -> SourceProblem:
+    """A column of a type dueflow does not read as `kind`, and the right way to read it: a
+    value map for a boolean status, else the mapping's expression that reads it NULL-safe
+    (a value it cannot read quarantines its row; every other row goes)."""
+    detail = f"{column} is {type_seen} in {spec.relation}; dueflow reads {_WANTS.get(kind, 'text')}"
+    origin = spec.origin(column)
+    if isinstance(origin, Expression):
+        return SourceProblem(spec.name, detail, f"make the mapping's expression for {column} give that type")
+    guess = BOOLEAN_STATUSES.get((spec.name, column))
+    if type_seen == "bool":
+        pairs = ", ".join(f"{theirs} = {toml_string(ours)}" for theirs, ours in (guess or {}).items())
+        choices = ", ".join(SOURCES[spec.name][column].vocabulary)
+        return SourceProblem(spec.name, detail, f"map its values in the mapping file: [{spec.name}.values]"
+                             f" {column} = {{ {pairs or 'true = …, false = …'} }} (each one of {choices})")
+    reading = null_safe_reading(quoted_name(origin), kind, type_seen)
+    if reading is None:
+        return SourceProblem(spec.name, detail, f"give {column} that type in a view, or read it with an"
+                             " expression in the mapping file that gives NULL for a value it cannot read")
+    return SourceProblem(spec.name, detail, f"read it in the mapping file as [{spec.name}.columns] {column} ="
+                         f" {{ sql = {toml_string(reading)} }} (NULL for a value it cannot read: that row is"
+                         " quarantined with the reason, every other row goes)")
 
 
 def id_text(raw: str, dialect: str, type_seen: str) -> str:
@@ -320,9 +364,10 @@ def _origin_text(origin: Origin | None) -> str:
 
 
 def _resolve_one(
-    conn: Connection, dialect: str, spec: SourceSpec, source_schema: str | None, timezone: str, mapped: bool
+    conn: Connection, dialect: str, spec: SourceSpec, source_schema: str | None, timezone: str, mapped: bool,
+    own_file: bool = False,
 ) -> ResolvedSource | list[SourceProblem]:
-    found = _find(conn, dialect, spec, spec.schema or source_schema, mapped)
+    found = _find(conn, dialect, spec, spec.schema or source_schema, mapped, own_file)
     if isinstance(found, SourceProblem):
         return [found]
     schema, relation, kind = found
@@ -459,7 +504,8 @@ def resolve_sources(
                 if dialect == "postgresql":  # probes read (value maps run the expressions): never write
                     conn.exec_driver_sql("SET TRANSACTION READ ONLY")
                 outcome = _resolve_one(
-                    conn, dialect, mapping.spec(name), source_schema, timezone, name in mapping.specs
+                    conn, dialect, mapping.spec(name), source_schema, timezone, name in mapping.specs,
+                    mapping.given,
                 )
                 if isinstance(outcome, list):
                     problems += outcome
@@ -582,13 +628,16 @@ def failing_expressions(engine: Engine, sources: ResolvedSources) -> list[Source
                         conn.exec_driver_sql("SET TRANSACTION READ ONLY")
                     conn.execute(text(f"SELECT count({reading.expression}) FROM {qualified}")).all()
                 except DBAPIError as exc:
+                    safe = safe_cast(reading.origin.removeprefix("sql: "))
+                    how = (f"read it as {source.name}.{reading.column} = {{ sql = {toml_string(safe)} }}"
+                           if safe else "make the expression give NULL for a value it cannot read (CASE WHEN"
+                           " … ~ '…' THEN CAST(… AS …) END), or map the column itself where dueflow reads its"
+                           " type")
                     problems.append(SourceProblem(
                         source.name, f"the mapping's {reading.column} ({reading.origin}) fails on a value of"
                         f" {source.relation}: {_reason(exc)}",
-                        f"make the expression give NULL for a value it cannot read (e.g. CASE WHEN … ~ '…'"
-                        f" THEN CAST(… AS …) END), or map the column itself where dueflow reads its type:"
-                        f" a row whose {reading.column} cannot be read is then quarantined with the reason,"
-                        " and every other row goes"))
+                        f"{how}: a row whose {reading.column} cannot be read is then quarantined with the"
+                        " reason, and every other row goes"))
                 conn.rollback()
     return problems
 

@@ -15,6 +15,7 @@ from typing import Any
 from sqlalchemy import Engine
 from sqlalchemy.exc import DBAPIError
 
+from dueflow.sql import with_fragments
 from dueflow.tasks.adapters import db
 from dueflow.tasks.adapters.db import Database
 from dueflow.tasks.adapters.db_errors import database_problem, transient
@@ -43,9 +44,13 @@ class SqlSources:
 
     def renewal_candidates(self, as_of: date, window_start: date, window_end: date,
                            leads: Sequence[int]) -> pd.DataFrame:
-        return db.extract_frame(self.engine, self.database.source_statement("extract_contracts"), {
+        return db.extract_frame(self.engine, self.contracts_extract(), {
             "window_start": window_start.isoformat(), "window_end": window_end.isoformat(),
             "as_of": as_of.isoformat(), "leads": db.json.dumps(sorted(int(lead) for lead in leads))})
+
+    def contracts_extract(self) -> str:
+        """sql/extract_contracts through the source projections."""
+        return self.database.source_statement("extract_contracts")
 
     def dunning_candidates(self, bounds: Mapping[str, str], timezone: str) -> pd.DataFrame:
         return db.extract_frame(self.engine, self.database.source_statement("dunning_candidates"), bounds,
@@ -74,6 +79,20 @@ class SqlSources:
         if failing:  # the database does not say which row: at least which expression
             return f"{doing}: " + "; ".join(problem.line() for problem in failing)
         return database_problem(exc, doing)
+
+
+@dataclass(frozen=True)
+class FirstNightSources(SqlSources):
+    """The sources of a database whose ledger is not there yet (`dueflow check` before
+    `init-db`): read as on a first night, when the ledger settles nothing — the renewal
+    extract without its ledger test (sql/fragments/renewal_settled), the only one it makes."""
+
+    def contracts_extract(self) -> str:
+        settled = with_fragments("/*include renewal_settled*/", self.database.dialect)
+        sql = super().contracts_extract()
+        if settled not in sql:  # the statement changed: this reading must change with it
+            raise RuntimeError("extract_contracts no longer reads the ledger through renewal_settled")
+        return sql.replace(settled, "(FALSE)")
 
 
 @dataclass(frozen=True)

@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Final
+
 RENEWAL_LEADS = (60, 30, 15)  # days before the renewal date
 DUNNING_DELAYS = (7, 5, 7)  # days SENT→REMINDED_1, REMINDED_1→REMINDED_2, REMINDED_2→OVERDUE
+# What the first delay counts from (DUEFLOW_DUNNING_START): the day an invoice was sent, as
+# dueflow always has — a first reminder may then go before the due date, which `dueflow
+# check`, `check --sources`, the dry run and `init-db` say. Kept so that no install's
+# nights change under it; a new install is told how to choose `due`.
+DUNNING_START: Final = "sent"
 RETRY_MAX_ATTEMPTS = 3
 RETRY_BACKOFF_MINUTES = 60
 # The longest back-off a run takes: a failed email retried more than a month later is a

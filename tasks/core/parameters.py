@@ -8,13 +8,14 @@ Pure: the caller gives today (in the business time zone) and the ledger's first 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from typing import Literal
 
 from dueflow.tasks.core.defaults import (
     DUNNING_DELAYS,
+    DUNNING_START,
     RENEWAL_LEADS,
     RETRY_BACKOFF_MAX_MINUTES,
     RETRY_BACKOFF_MINUTES,
@@ -124,6 +125,14 @@ def dunning_start_of(value: object) -> DunningStart:
     return value
 
 
+# The parameters that are settings too and are not switches (blocks/table.py, `parameter`):
+# each one's reader of a given value (Settings.with_parameters; empty keeps the variable).
+SETTING_PARAMETERS: dict[str, Callable[[object], object]] = {
+    "email_block": lambda value: block_name(value, "email_block"),
+    "dunning_start": dunning_start_of,
+}
+
+
 def locale_of(value: object) -> str:
     if not isinstance(value, str) or value not in SUPPORTED_LOCALES:
         raise ParameterError("renewal_locale", " or ".join(repr(x) for x in SUPPORTED_LOCALES), value)
@@ -210,9 +219,11 @@ def delay_unit_of(value: object) -> str:
     return value
 
 
-def default_parameters() -> RunParameters:
-    """The nightly flow's parameters as a run that names none has them."""
-    return run_parameters(renewal_leads=RENEWAL_LEADS, dunning_delays=DUNNING_DELAYS, dunning_start="sent",
+def default_parameters(dunning_start: str = DUNNING_START) -> RunParameters:
+    """The nightly flow's parameters as a run that names none has them (`dunning_start`:
+    the settings', DUEFLOW_DUNNING_START)."""
+    return run_parameters(renewal_leads=RENEWAL_LEADS, dunning_delays=DUNNING_DELAYS,
+                          dunning_start=dunning_start,
                           renewal_locale="en", retry_max_attempts=RETRY_MAX_ATTEMPTS,
                           retry_backoff_minutes=RETRY_BACKOFF_MINUTES, send_cap=None, adopt=False,
                           dry_run=False)

@@ -64,7 +64,7 @@ SOURCES: dict[str, dict[str, SourceColumn]] = {
         SourceColumn("name", Kind.TEXT),
         SourceColumn("email", Kind.TEXT),
         SourceColumn("locale", Kind.LOCALE, vocabulary=SUPPORTED_LOCALES),
-        SourceColumn("notes", Kind.TEXT),
+        SourceColumn("notes", Kind.TEXT, required=False),  # only the model reads it (docs/llm.md)
         SourceColumn("dunning_paused", Kind.FLAG, vocabulary=("true", "false")),
         SourceColumn("dunning_paused_until", Kind.DATE, required=False),
         SourceColumn("cc_email", Kind.TEXT, required=False),
@@ -83,6 +83,12 @@ SOURCES: dict[str, dict[str, SourceColumn]] = {
         SourceColumn("dunning_hold_until", Kind.DATE, required=False),
         SourceColumn("pdf_path", Kind.TEXT, required=False),
     ),
+}
+# What a boolean column read as a status most likely says (`check`'s hint, `dueflow sources
+# init`'s draft): its value map, theirs = ours.
+BOOLEAN_STATUSES: dict[tuple[str, str], dict[str, str]] = {
+    ("contracts", "status"): {"true": "active", "false": "cancelled"},
+    ("invoices", "status"): {"true": "paid", "false": "sent"},  # a `paid` flag
 }
 # An amount may instead come as integer minor units of its currency (12345 EUR = 123.45).
 AMOUNT_MINOR = "amount_minor"
@@ -128,6 +134,11 @@ class SourceMapping:
     def spec(self, name: str) -> SourceSpec:
         return self.specs.get(name) or SourceSpec(name, name)
 
+    @property
+    def given(self) -> bool:
+        """A mapping file (or block) says where the sources are, not dueflow's own names."""
+        return self != DEFAULT_MAPPING
+
 
 DEFAULT_MAPPING = SourceMapping({})
 
@@ -141,7 +152,9 @@ _TRUE = ("true", "1", "yes")
 _FALSE = ("false", "0", "no")
 
 
-def _flag_target(value: Any) -> str | None:
+def flag_word(value: Any) -> str | None:
+    """'true' or 'false' for a value that says one (true, 1, yes; false, 0, no: any case),
+    else None."""
     if isinstance(value, bool):
         return "true" if value else "false"
     text = str(value).strip().lower()
@@ -206,7 +219,7 @@ def _spec(name: str, table: Any, origin: str) -> SourceSpec:
         values[column] = {}
         for theirs, ours in mapping.items():
             mapped = (
-                _flag_target(ours) if target.kind == Kind.FLAG else (ours if isinstance(ours, str) else None)
+                flag_word(ours) if target.kind == Kind.FLAG else (ours if isinstance(ours, str) else None)
             )
             if mapped is None or mapped not in target.vocabulary:
                 raise MappingError(

@@ -127,10 +127,11 @@ def test_own_table_missing_a_column_is_named(tmp_path, dueflow_cli):
     with sqlite3.connect(tmp_path / "own.db") as conn:
         conn.execute("CREATE TABLE contracts (id text primary key, vendor text, renewal_date date)")
     env = {"DUEFLOW_DATABASE_URL": f"sqlite:///{tmp_path / 'own.db'}"}
-    init = dueflow_cli("init-db", env=env)  # makes the ledger, names what it cannot make
-    assert init.returncode == 2 and "Ledger created" in init.stdout and "Ready" not in init.stdout
-    assert "contracts: contracts has no column(s) title, amount, currency, notify_email, status" \
-        in init.stderr
+    init = dueflow_cli("init-db", env=env)  # makes the ledger (exit 0), then names what the sources lack
+    assert init.returncode == 0 and "Ledger created" in init.stdout and "Ready" not in init.stdout
+    assert "  contracts: contracts has no column(s) title, amount, currency, notify_email, status\n" \
+        in init.stdout
+    assert init.stdout.splitlines()[-1].startswith("Next: `dueflow sources init --output sources.toml`")
     result = dueflow_cli("run", env=env)
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert "contracts has no column(s) title, amount, currency, notify_email, status — fix: map each" \

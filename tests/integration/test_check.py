@@ -61,7 +61,8 @@ def test_everything_set_up_is_all_ok_and_nothing_is_sent_or_drafted(
     env = {"DUEFLOW_DATABASE_URL": ready_db, "DUEFLOW_MAIL_URL": mail_url(tls_sink, certificate),
            "DUEFLOW_MAIL_FROM": USER, "DUEFLOW_ESCALATION_TO": "collections@corp.example",
            "OPENAI_API_KEY": "sk-check-key", "OPENAI_BASE_URL": llm.base_url,
-           "DUEFLOW_LLM_MODEL": "local-model", "PREFECT_API_URL": prefect_server}
+           "DUEFLOW_LLM_MODEL": "local-model", "PREFECT_API_URL": prefect_server,
+           "DUEFLOW_DUNNING_START": "due"}  # chosen: not a warning
     result = dueflow_cli("check", env=env)
     assert result.returncode == 0, result.stdout + result.stderr
     items = lines(result.stdout)
@@ -75,6 +76,8 @@ def test_everything_set_up_is_all_ok_and_nothing_is_sent_or_drafted(
     assert "model local-model offered" in result.stdout
     assert f"Prefect API: {prefect_server} answers" in result.stdout
     assert "12 sample emails render" in items["templates"]
+    assert items["dunning start"].startswith("ok dunning start: due (DUEFLOW_DUNNING_START): a first reminder"
+                                             " counts from due_date")
     assert tls_sink.messages == [] and tls_sink.data_seen == []
     assert llm.model_lists == 1 and llm.requests == []  # listed the models, drafted nothing
     assert PASSWORD not in result.stdout + result.stderr and "sk-check-key" not in result.stdout

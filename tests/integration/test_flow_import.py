@@ -43,5 +43,7 @@ def test_prefect_reads_every_parameter_annotation():
 
     form = parameter_schema(nightly_alerts.fn).model_dump()["properties"]
     assert form["renewal_locale"]["enum"] == ["en", "de", "es"]  # the packaged words files
-    assert form["dunning_start"]["enum"] == ["sent", "due"]
+    # Empty, the form's default: DUEFLOW_DUNNING_START's (a string, never a None to switch to)
+    assert (form["dunning_start"]["enum"], form["dunning_start"]["default"]) == (["", "sent", "due"], "")
+    assert "anyOf" not in form["dunning_start"]
     assert form["renewal_leads"]["type"] == "array"

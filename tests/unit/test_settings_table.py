@@ -116,7 +116,7 @@ def test_a_parameter_that_is_a_setting_too_has_one_reading():
     variable on holds for every run); a block's name given as a parameter wins over its
     variable, and an empty one keeps it. A value of the wrong kind is refused even when the
     variable would allow the run."""
-    assert list(table.PARAMETERS) == ["email_block", "renewal_on_any_day", "allow_any_as_of"]
+    assert list(table.PARAMETERS) == ["email_block", "renewal_on_any_day", "dunning_start", "allow_any_as_of"]
     off, on = Settings.from_env({}), Settings.from_env({"DUEFLOW_ALLOW_ANY_AS_OF": "on"})
     allowed = [s.with_parameters(allow_any_as_of=p).allow_any_as_of for s in (off, on) for p in (False, True)]
     assert allowed == [False, True, True, True]
@@ -128,6 +128,27 @@ def test_a_parameter_that_is_a_setting_too_has_one_reading():
     assert named.with_parameters(email_block=" acme ").email_block == "acme"
     assert named.with_parameters(email_block="").email_block == "env-block"
     assert named.with_parameters(email_block=None).email_block == "env-block"
+
+
+def test_the_dunning_start_has_one_reading_of_its_three_places():
+    """DUEFLOW_DUNNING_START for every run (default `sent`), the run's `dunning_start`
+    parameter over it when given, and a profile's `start` over both for its clients; a
+    profile that says none counts from the run's."""
+    from dueflow.tasks.jobs import dunning_rules
+
+    default, due = Settings.from_env({}), Settings.from_env({"DUEFLOW_DUNNING_START": " Due "})
+    assert (default.dunning_start, due.dunning_start) == ("sent", "due")
+    assert [due.with_parameters(dunning_start=p).dunning_start for p in ("", None, "sent", "due")] == [
+        "due", "due", "sent", "due"]
+    for wrong in ("paid", 1, "SENT"):
+        with pytest.raises(ConfigError, match=r"^parameter dunning_start: 'sent' or 'due', got"):
+            due.with_parameters(dunning_start=wrong)
+    with pytest.raises(ConfigError, match=r"^DUEFLOW_DUNNING_START='paid' is not one of sent, due$"):
+        Settings.from_env({"DUEFLOW_DUNNING_START": "paid"})
+    run = dataclasses.replace(due, profiles_block="team", profiles_text="[profiles.own]\nstart = 'sent'\n"
+                              "[profiles.same]\ndelays = [1, 2, 3]\n")  # as a DueflowProfiles block gives it
+    starts = dunning_rules(run, (7, 5, 7), run.dunning_start, "calendar", None).profiles.frame()["start"]
+    assert starts.to_dict() == {"": "due", "own": "sent", "same": "due"}
 
 
 def test_the_tables_of_the_configuration_docs_are_made_from_the_table():
