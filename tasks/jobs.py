@@ -84,8 +84,9 @@ class NightJob(ABC):
         """The winners' emails; a row that cannot be rendered is a failure with its reason."""
 
     @abstractmethod
-    def reread(self, store: Store, rows: pd.DataFrame) -> Extracted:
-        """The source rows of ledger rows (key, subject_id, …) as they are now, by id."""
+    def reread(self, store: Store, rows: pd.DataFrame, as_of: date) -> Extracted:
+        """The source rows of ledger rows (key, subject_id, …) as they are now, by id (an
+        invoice with its payments up to `as_of`)."""
 
     @abstractmethod
     def decide_again(self, extracted: Extracted, rows: pd.DataFrame, as_of: date) -> Decision:
@@ -96,7 +97,7 @@ class NightJob(ABC):
         rows whose run died before storing one, and failed rows a run retries. A paragraph
         planned for a row stays (G7); a row without one is planned now (the model is only
         asked for keys a run just reserved)."""
-        extracted = self.reread(store, rows)
+        extracted = self.reread(store, rows, as_of)
         decision = self.decide_again(extracted, rows, as_of)
         drafts = self.plan_again(rows, decision.due, store, as_of)
         return self.compose(decision.due, extracted, as_of, drafts) + Composed(failures=[
@@ -138,7 +139,7 @@ class RenewalJob(NightJob):
                 drafts: dict[str, Draft]) -> Composed:
         return compose_renewal_alerts(winners, self.locale, self.sender, self.look)
 
-    def reread(self, store: Store, rows: pd.DataFrame) -> Extracted:
+    def reread(self, store: Store, rows: pd.DataFrame, as_of: date) -> Extracted:
         ids = rows["subject_id"].unique().tolist()
         return {"contracts": amounts_from_minor(store.sources.by_id("contracts", ids))}
 
@@ -186,7 +187,7 @@ class DunningJob(NightJob):
             "start_by_text": (last_start + timedelta(days=3)).isoformat(),
             "after_first_by": (as_of - timedelta(days=delays[1])).isoformat(),
             "after_second_by": (as_of - timedelta(days=delays[2])).isoformat(),
-            "hold_as_of": as_of.isoformat()}, self.timezone)
+            "hold_as_of": as_of.isoformat(), "as_of": as_of.isoformat()}, self.timezone)
 
         def distinct(column: str) -> list[str]:
             return invoices[column].dropna().astype(str).unique().tolist()
@@ -196,10 +197,11 @@ class DunningJob(NightJob):
                 "history": store.ledger.dunning_history(distinct("id"))}
 
     @staticmethod
-    def extract_all(store: Store) -> Extracted:
+    def extract_all(store: Store, as_of: date | None = None) -> Extracted:
         """Every open invoice, their clients, and the dunning steps already in the ledger for
-        them, whatever the night (the forecast looks at the nights ahead)."""
-        invoices = store.sources.every("invoices")
+        them, whatever the night (the forecast looks at the nights ahead); payments up to
+        `as_of` (None: every one recorded)."""
+        invoices = store.sources.every("invoices", as_of)
         ids = invoices["id"].dropna().astype(str).unique().tolist()
         return {"invoices": amounts_from_minor(invoices), "clients": store.sources.every("clients"),
                 "history": store.ledger.dunning_history(ids)}
@@ -240,9 +242,9 @@ class DunningJob(NightJob):
         return compose_dunning_emails(attach_invoices(winners, self.invoice_pdf), extracted["history"],
                                       self.sender, drafts, as_of, self.look)
 
-    def reread(self, store: Store, rows: pd.DataFrame) -> Extracted:
+    def reread(self, store: Store, rows: pd.DataFrame, as_of: date) -> Extracted:
         ids = rows["subject_id"].unique().tolist()
-        invoices = amounts_from_minor(store.sources.by_id("invoices", ids))
+        invoices = amounts_from_minor(store.sources.by_id("invoices", ids, as_of))
         clients = store.sources.by_id("clients", invoices["client_id"].dropna().astype(str).unique().tolist())
         return {"invoices": invoices, "clients": clients, "history": store.ledger.dunning_history(ids)}
 

@@ -36,9 +36,10 @@ from dueflow.tasks.core.text import VALID_UTF8
 from dueflow.tasks.core.validate import business_dates
 
 # What a job hands to `reserve`: the ledger row to insert, plus `previous_by`, the
-# latest as_of the previous step may carry for this step to be due (dunning only).
+# latest as_of the previous step may carry for this step to be due, and `payment_state`,
+# what the extract read the open amount from (dunning only).
 CANDIDATE_COLUMNS = ("key", "subject_id", "subject_form", "cycle", "step", "step_rank", "recipient",
-                     "previous_by")
+                     "previous_by", "payment_state")
 
 
 def engine_for(url: str, lock_timeout: float = DB_LOCK_TIMEOUT, ledger_schema: str | None = None) -> Engine:
@@ -431,7 +432,8 @@ def candidate_columns(candidates: pd.DataFrame) -> dict[str, list[Any]]:
 # The arrays sql/reserve_*.postgresql.sql take, and the candidate column in each.
 RESERVE_ARRAYS = {"keys": "key", "subject_ids": "subject_id", "subject_forms": "subject_form",
                   "cycles": "cycle", "steps": "step",
-                  "step_ranks": "step_rank", "recipients": "recipient", "previous_by": "previous_by"}
+                  "step_ranks": "step_rank", "recipients": "recipient", "previous_by": "previous_by",
+                  "payment_states": "payment_state"}
 
 
 def reserve_arrays(columns: Mapping[str, list[Any]]) -> dict[str, str]:
@@ -655,10 +657,14 @@ def unsent_rows(engine: Engine) -> pd.DataFrame:
     return frame.assign(stored=frame["stored"].astype(bool))
 
 
-def rows_by_id(database: Database, name: str, ids: Sequence[str]) -> pd.DataFrame:
-    """The source rows with these ids, through sql/<name> (contracts_by_id, …)."""
+def rows_by_id(database: Database, name: str, ids: Sequence[str], as_of: str | None = None) -> pd.DataFrame:
+    """The source rows with these ids, through sql/<name> (contracts_by_id, …); `as_of`, the
+    last date whose payments count, for the statements that read them (invoices_by_id)."""
     engine = database.engine
-    return extract_frame(engine, database.source_statement(name), {"ids": _key_list(engine, ids)})
+    params: dict[str, Any] = {"ids": _key_list(engine, ids)}
+    if as_of is not None and ":as_of" in database.source_statement(name):
+        params["as_of"] = as_of
+    return extract_frame(engine, database.source_statement(name), params)
 
 
 def open_keys(engine: Engine) -> dict[str, str]:

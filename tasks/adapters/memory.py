@@ -17,6 +17,7 @@ import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
+from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 from typing import Any, TypeVar
 
 from dueflow.tasks.core.bounces import copy_digests
@@ -36,13 +37,19 @@ COLUMNS = {  # each relation's projection (sql/*_by_id), in order
     "clients": ("id", "name", "email", "locale", "notes", "dunning_paused", "dunning_paused_until",
                 "cc_email", "dunning_profile"),
     "invoices": ("id", "client_id", "number", "amount", "amount_minor", "currency", "status", "sent_at",
-                 "due_date", "paid_at", "dunning_hold_until", "pdf_path"),
+                 "due_date", "paid_at", "dunning_hold_until", "pdf_path", "amount_open", "amount_paid"),
+    "payments": ("invoice_id", "amount", "currency", "received_at"),
 }
 TEXT = {  # the columns each projection reads as text
     "contracts": ("id", "vendor", "title", "currency", "notify_email", "status"),
     "clients": ("id", "name", "email", "locale", "notes", "dunning_paused", "cc_email", "dunning_profile"),
     "invoices": ("id", "client_id", "number", "currency", "status", "pdf_path"),
+    "payments": ("invoice_id", "currency"),
 }
+# What sql/dunning_candidates, invoices_by_id and extract_invoices add to an invoice
+# (sql/fragments/payments_of, payment_state).
+PAID_COLUMNS = ("paid_e4", "credited_e4", "paid_last", "paid_currency_low", "paid_currency_high",
+                "payments_unreadable", "payment_state")
 OFF = ("0", "false", "f", "no", "n", "off", "")  # sql/fragments/invoice_open: a client not paused
 MESSAGE_FIELDS = ("recipient", "subject", "body_text", "body_html", "message_id", "draft_source",
                   "draft_note", "paragraph", "tone_plan", "refused_answer", "cc_recipient", "bcc_recipient",
@@ -101,6 +108,54 @@ def _frame(rows: Iterable[Mapping[str, Any]], columns: Sequence[str], dtype: Any
     return pd.DataFrame([[row.get(c) for c in columns] for row in rows], columns=list(columns), dtype=dtype)
 
 
+def _units(value: object) -> int | None:
+    """An amount as sql/fragments/payments_of.sqlite reads it: integer units of 10^-4."""
+    if isinstance(value, bool) or _missing(value):
+        return None
+    try:
+        exact = Decimal(str(value).strip()) if not isinstance(value, float) else Decimal(repr(value))
+    except InvalidOperation:
+        return None
+    if not exact.is_finite() or "e" in str(value).lower():
+        return None
+    return int((exact * 10000).to_integral_value(ROUND_HALF_UP))
+
+
+def _received(value: object) -> str | None:
+    """A payment's date as payments_of.sqlite reads it: its first ten characters, when a date."""
+    text = _iso(value)
+    return text[:10] if text is not None and plain_date(text[:10]) else None
+
+
+def paid_columns(invoices: Sequence[Row], payments: Sequence[Row], as_of: str) -> list[Row]:
+    """sql/fragments/payments_of and payment_state: the invoices with what was paid and
+    credited on each up to `as_of`."""
+    by_invoice: dict[str, list[tuple[int | None, str | None, str | None]]] = {}
+    for p in payments:
+        received = _received(p["received_at"])
+        if received is None or received <= as_of:
+            by_invoice.setdefault(p["invoice_id"], []).append((_units(p["amount"]), received, p["currency"]))
+    rows = []
+    for invoice in invoices:
+        found = by_invoice.get(invoice["id"]) if invoice["id"] is not None else None
+        own = f"|{_text(invoice['amount_open']) or ''}|{_text(invoice['amount_paid']) or ''}"
+        if not found:
+            rows.append({**invoice, **dict.fromkeys(PAID_COLUMNS), "payment_state": own})
+            continue
+        units = [u for u, _, _ in found if u is not None]
+        currencies = [c for _, _, c in found if c is not None]
+        paid = [u for u in units if u > 0]
+        credited = [-u for u in units if u < 0]
+        low, high = (min(currencies), max(currencies)) if currencies else (None, None)
+        rows.append({**invoice, "paid_e4": sum(paid) if paid else None,
+                     "credited_e4": sum(credited) if credited else None,
+                     "paid_last": max((d for u, d, _ in found if u and u > 0 and d), default=None),
+                     "paid_currency_low": low, "paid_currency_high": high,
+                     "payments_unreadable": sum(u is None or d is None or c is None for u, d, c in found),
+                     "payment_state": f"{len(found)}:{sum(units)}:{low or ''}:{high or ''}{own}"})
+    return rows
+
+
 def _open(invoice: Mapping[str, Any]) -> bool:
     """sql/fragments/invoice_may_be_dunned."""
     return invoice["paid_at"] is None and invoice["status"] not in ("draft", "paid", "void")
@@ -118,7 +173,7 @@ class MemorySources:
     @classmethod
     def of(cls, contracts: Iterable[Mapping[str, Any]] = (), clients: Iterable[Mapping[str, Any]] = (),
            invoices: Iterable[Mapping[str, Any]] = ()) -> MemorySources:
-        sources = cls({"contracts": [], "clients": [], "invoices": []})
+        sources = cls({"contracts": [], "clients": [], "invoices": [], "payments": []})
         sources.add(contracts=contracts, clients=clients, invoices=invoices)
         return sources
 
@@ -128,6 +183,11 @@ class MemorySources:
             for name, rows in tables.items():
                 for row in rows:
                     self.tables[name].append(self._projected(name, row))
+
+    def pay(self, invoice_id: str, amount: Any, currency: str, received_at: Any) -> None:
+        """A payment (a negative amount: a credit note) recorded in the company's payments."""
+        self.add(payments=[{"invoice_id": invoice_id, "amount": amount, "currency": currency,
+                            "received_at": received_at}])
 
     def update(self, relation: str, row_id: str, **values: Any) -> None:
         """Change the rows of one id, as the company's application would."""
@@ -193,24 +253,37 @@ class MemorySources:
         chosen = [row for row in invoices if picked(row)]
         ids = {row["id"] for row in chosen if row["id"] is not None}
         rows = [row for row in invoices if row["id"] in ids] + [row for row in chosen if row["id"] is None]
-        return _frame(rows, COLUMNS["invoices"])
+        with self.lock:
+            payments = self._rows("payments")
+        paid = paid_columns(rows[:len(rows) - sum(row["id"] is None for row in chosen)], payments,
+                            bounds["as_of"])
+        nameless = [{**row, **dict.fromkeys(PAID_COLUMNS)} for row in chosen if row["id"] is None]
+        return _frame(paid + nameless, (*COLUMNS["invoices"], *PAID_COLUMNS))
 
-    def by_id(self, relation: str, ids: Sequence[str]) -> pd.DataFrame:
+    def by_id(self, relation: str, ids: Sequence[str], as_of: date | None = None) -> pd.DataFrame:
         wanted = set(ids)
         with self.lock:
             rows = [row for row in self._rows(relation) if row["id"] in wanted]
+            payments = self._rows("payments")
         if relation == "contracts":  # sql/contracts_by_id: date(renewal_date)
             rows = [{**row, "renewal_date": _iso(sql_date(row["renewal_date"]))} for row in rows]
+        if relation == "invoices":  # sql/invoices_by_id
+            return _frame(paid_columns(rows, payments, (as_of or date.max).isoformat()),
+                          (*COLUMNS["invoices"], *PAID_COLUMNS))
         return _frame(rows, COLUMNS[relation])
 
-    def every(self, relation: str) -> pd.DataFrame:
+    def every(self, relation: str, as_of: date | None = None) -> pd.DataFrame:
         """sql/extract_invoices and sql/extract_clients."""
         with self.lock:
             invoices, clients = self._rows("invoices"), self._rows("clients")
+            payments = self._rows("payments")
         open_ids = {row["id"] for row in invoices if _open(row) and row["id"] is not None}
         if relation == "invoices":
-            rows = [row for row in invoices if row["id"] in open_ids] + [
-                row for row in invoices if row["id"] is None and _open(row)]
+            rows = paid_columns([row for row in invoices if row["id"] in open_ids], payments,
+                                (as_of or date.max).isoformat()) + [
+                {**row, **dict.fromkeys(PAID_COLUMNS), "payment_state": None}
+                for row in invoices if row["id"] is None and _open(row)]
+            return _frame(rows, (*COLUMNS["invoices"], *PAID_COLUMNS))
         else:
             paying = {row["client_id"] for row in invoices if _open(row)}
             rows = [row for row in clients if row["id"] in paying]
@@ -278,6 +351,15 @@ class MemoryLedger:
                    and row["client_id"] in clients
                    and (clients[row["client_id"]]["dunning_paused"] or "").strip().lower() in OFF
                    for row in self.sources.tables["invoices"])
+
+    def _payments_unchanged(self, x: Mapping[str, Any], as_of: date) -> bool:
+        """sql/reserve_dunning: what the open amount is read from is what the extract read."""
+        given = x.get("payment_state")
+        if _missing(given):
+            return True
+        invoices = [row for row in self.sources.tables["invoices"] if row["id"] == x["subject_id"]][:1]
+        live = paid_columns(invoices, self.sources.tables["payments"], as_of.isoformat())
+        return bool(live) and live[0]["payment_state"] == given
 
     def _steps(self, subject_id: str) -> list[Row]:
         return [row for row in self.rows.values()
@@ -445,7 +527,8 @@ class MemoryLedger:
         def holds(x: Mapping[str, Any]) -> bool:
             if job == Job.RENEWAL:
                 return self._no_more_urgent(x)
-            return self._invoice_open(x["subject_id"]) and self._step_is_next(x)
+            return (self._invoice_open(x["subject_id"]) and self._step_is_next(x)
+                    and self._payments_unchanged(x, as_of))
 
         def work() -> set[str]:
             now = self._now()
@@ -624,9 +707,11 @@ def _email(row: Mapping[str, Any]) -> OutgoingEmail:
 
 def memory_store(contracts: Iterable[Mapping[str, Any]] = (), clients: Iterable[Mapping[str, Any]] = (),
                  invoices: Iterable[Mapping[str, Any]] = (),
-                 clock: Callable[[], datetime] | None = None) -> Store:
+                 clock: Callable[[], datetime] | None = None,
+                 payments: Iterable[Mapping[str, Any]] = ()) -> Store:
     """A store in memory with these source rows (the factories' dicts) and an empty ledger."""
     sources = MemorySources.of(contracts, clients, invoices)
+    sources.add(payments=payments)
     ledger = MemoryLedger(sources, clock=clock or (lambda: datetime.now(UTC)))
     sources.ledger = ledger
     return Store(ledger, sources)

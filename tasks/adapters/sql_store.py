@@ -32,6 +32,11 @@ BY_ID = {"contracts": "contracts_by_id", "invoices": "invoices_by_id", "clients"
 EVERY = {"invoices": "extract_invoices", "clients": "extract_clients"}
 
 
+def payments_through(as_of: date | None) -> str:
+    """The last business date whose payments count (None: every payment recorded)."""
+    return (as_of or date.max).isoformat()
+
+
 @dataclass(frozen=True)
 class SqlSources:
     """The company's relations, through the projections `Database.with_sources` resolved."""
@@ -56,11 +61,12 @@ class SqlSources:
         return db.extract_frame(self.engine, self.database.source_statement("dunning_candidates"), bounds,
                                 session_timezone=timezone)
 
-    def by_id(self, relation: str, ids: Sequence[str]) -> pd.DataFrame:
-        return db.rows_by_id(self.database, BY_ID[relation], ids)
+    def by_id(self, relation: str, ids: Sequence[str], as_of: date | None = None) -> pd.DataFrame:
+        return db.rows_by_id(self.database, BY_ID[relation], ids, payments_through(as_of))
 
-    def every(self, relation: str) -> pd.DataFrame:
-        return db.extract_frame(self.engine, self.database.source_statement(EVERY[relation]), {})
+    def every(self, relation: str, as_of: date | None = None) -> pd.DataFrame:
+        return db.extract_frame(self.engine, self.database.source_statement(EVERY[relation]),
+                                {"as_of": payments_through(as_of)})
 
     def client_payment_history(self, client_ids: Sequence[str]) -> pd.DataFrame:
         return db.rows_by_id(self.database, "client_payment_history_of", client_ids)

@@ -50,8 +50,11 @@ DUNNING_COLUMNS = (
     "key", "subject_id", "cycle", "step", "step_rank", "recipient", "previous_by", "handled",
     "number", "amount", "currency", "issue_date", "due_date", "client_id", "client_name",
     "client_email", "locale", "notes", "days_in_step", "cc_recipient", "pdf_path", "due_since",
+    # `amount` is what the client still owes (open_amount.owed); these say what it was read from.
+    "invoice_amount", "received", "received_on", "credited", "payment_state",
 )
 ESCALATION_NEEDED = "OVERDUE escalation needs DUEFLOW_ESCALATION_TO set to a valid address"
+PAID_BY_PAYMENTS = "nothing left to pay: paid in full by its payments and credit notes"
 
 
 @dataclass(frozen=True)
@@ -100,11 +103,12 @@ def _next_rank(steps: DunningSteps) -> np.ndarray:
     return np.where(steps.bounced, len(DUNNING_STEPS), steps.rank + 1)
 
 
-def _skipped(rows: pd.DataFrame, below: pd.Series, minimums: Mapping[str, Decimal]) -> pd.DataFrame:
+def _skipped(rows: pd.DataFrame, open_amount: pd.Series, below: pd.Series,
+             minimums: Mapping[str, Decimal]) -> pd.DataFrame:
     currency = rows.loc[below, "currency"].astype("string")
     return pd.DataFrame({
         "source_id": printable_ids(rows.loc[below, "id"]),
-        "reason": ("open amount " + stripped(rows.loc[below, "amount"]) + " " + currency
+        "reason": ("open amount " + open_amount[below] + " " + currency
                    + " is below the minimum "
                    + currency.map({c: str(m) for c, m in minimums.items()}).astype("string")
                    + " (DUEFLOW_DUNNING_MINIMUM)"),
@@ -171,7 +175,7 @@ def due_dunning_steps(
     reason = reason.mask(reason.isna() & overdue & ~usable, ESCALATION_NEEDED)
 
     good = due & reason.isna()
-    below = below_minimum(rows["amount"], rows["currency"], dict(rules.minimums)) & good
+    below = below_minimum(inv.owed["open"], rows["currency"], dict(rules.minimums)) & good
     good &= ~below
     step = pd.Series(np.asarray([s.value for s in DUNNING_STEPS], dtype=object)[
         np.minimum(next_rank, len(DUNNING_STEPS)) - 1], index=rows.index, dtype="string")
@@ -180,7 +184,8 @@ def due_dunning_steps(
                             days_in_step=(pd.Timestamp(as_of) - anchor).dt.days,
                             due_since=due_since_of(anchor, steps.wait, unit, calendar))
     return Decision(due=decided.reset_index(drop=True).loc[:, list(DUNNING_COLUMNS)],
-                    quarantined=_quarantined(inv, reason), skipped=_skipped(rows, below, rules.minimums))
+                    quarantined=_quarantined(inv, reason),
+                    skipped=_skipped(rows, inv.owed["open"], below, rules.minimums))
 
 
 def dunning_steps_for(invoices: pd.DataFrame, clients: pd.DataFrame, keys: pd.DataFrame, as_of: date,
@@ -205,6 +210,9 @@ def dunning_steps_for(invoices: pd.DataFrame, clients: pd.DataFrame, keys: pd.Da
     usable_wanted = pd.Series(False, index=wanted.index)
     usable_wanted[found] = usable.reindex(picked).to_numpy()
     reason = reason.mask(reason.isna() & overdue & ~usable_wanted, ESCALATION_NEEDED)
+    settled = pd.Series(False, index=wanted.index)
+    settled[found] = inv.owed["settled"].reindex(picked).to_numpy()
+    reason = reason.mask(reason.isna() & settled, PAID_BY_PAYMENTS)
     good = reason.isna()
     chosen = picked[good[found]]
     everything = pd.Series(True, index=pd.RangeIndex(len(chosen)))
@@ -242,7 +250,7 @@ def _dunning_rows(inv: Invoices, good: pd.Series, step: pd.Series, escalation_to
             "previous_by": previous_by[good],
             "handled": False,
             "number": one_line(rows.loc[good, "number"].astype("string").fillna(invoice_id), TEXT_LIMIT),
-            "amount": stripped(rows.loc[good, "amount"]),
+            "amount": inv.owed.loc[good, "open"],
             "currency": rows.loc[good, "currency"].astype("string"),
             "issue_date": inv.sent_date[good].dt.date,
             "due_date": inv.due_date[good].dt.date,
@@ -255,6 +263,11 @@ def _dunning_rows(inv: Invoices, good: pd.Series, step: pd.Series, escalation_to
             "cc_recipient": cc,
             "pdf_path": column_text(rows, "pdf_path")[good],
             "due_since": due_since[good].dt.date,
+            "invoice_amount": stripped(rows.loc[good, "amount"]),
+            "received": inv.owed.loc[good, "received"],
+            "received_on": inv.owed.loc[good, "received_on"],
+            "credited": inv.owed.loc[good, "credited"],
+            "payment_state": inv.owed.loc[good, "state"],
         }
     )
 

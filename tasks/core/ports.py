@@ -40,17 +40,19 @@ class Sources(Protocol):
 
     def dunning_candidates(self, bounds: Mapping[str, str], timezone: str) -> pd.DataFrame:
         """Open invoices whose next step may be due (sql/dunning_candidates' bounds; dates
-        of timestamps in the business `timezone`) and every row sharing an id with one. A
-        superset is allowed: the rule decides."""
+        of timestamps in the business `timezone`) and every row sharing an id with one, with
+        what was paid and credited on each up to bounds["as_of"]. A superset is allowed:
+        the rule decides."""
         ...
 
-    def by_id(self, relation: str, ids: Sequence[str]) -> pd.DataFrame:
-        """The rows of `relation` (contracts, invoices, clients) with these ids."""
+    def by_id(self, relation: str, ids: Sequence[str], as_of: date | None = None) -> pd.DataFrame:
+        """The rows of `relation` (contracts, invoices, clients) with these ids; invoices with
+        what was paid and credited on them up to `as_of` (None: every payment recorded)."""
         ...
 
-    def every(self, relation: str) -> pd.DataFrame:
-        """Every row the forecast reads: open invoices (and the rows sharing their ids),
-        every client."""
+    def every(self, relation: str, as_of: date | None = None) -> pd.DataFrame:
+        """Every row the forecast reads: open invoices (and the rows sharing their ids) with
+        their payments up to `as_of` (None: every one recorded), every client."""
         ...
 
     def client_payment_history(self, client_ids: Sequence[str]) -> pd.DataFrame:
