@@ -199,10 +199,12 @@ def dunning_context(*, step: str, invoice_id: str, number: str, amount: str, cur
                     issue_date: date | None, due_date: date | None, client_id: str,
                     client_name: str, client_email: str, history: list[dict[str, str]],
                     paragraph: str, as_of: date | None, locale: str,
-                    look: EmailLook = DEFAULT_LOOK, attachment: str = "") -> dict[str, Any]:
+                    look: EmailLook = DEFAULT_LOOK, attachment: str = "",
+                    paid: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The documented variables of a reminder or an escalation (docs/emails.md, "The documented variables").
     `history` is the invoice's earlier steps (`reminder_history`): step, as_of (ISO
-    date), status."""
+    date), status. `amount` is what the client still owes; `paid` what it was read from
+    (`owed_facts`: invoice_amount, received, received_on, credited), when anything was."""
     rank = int(DunningStep(step).rank)
     said = words(locale)
     earlier = [s for s in history if int(DunningStep(s["step"]).rank) < rank]
@@ -233,7 +235,25 @@ def dunning_context(*, step: str, invoice_id: str, number: str, amount: str, cur
         "payment_instructions": look.payment_instructions.strip(),
         "payment_link": look.payment_url(number_text, str(invoice_id), str(amount), str(currency)),
         "attachment": attachment,  # the invoice PDF's file name when it is attached, else ""
-    }
+    } | owed_facts(paid or {}, currency, locale)
+
+
+PAID_FIELDS = ("invoice_amount", "received", "received_on", "credited")  # of a due row (dunning_rule)
+
+
+def owed_facts(paid: Mapping[str, Any], currency: str, locale: str) -> dict[str, Any]:
+    """What the email says of the payments (docs/emails.md): `partly_paid` when something was
+    paid or credited; the invoice's own amount, what was received (and on which day) and
+    credited, written for the reader; '' where none."""
+    def money(name: str) -> str:
+        value = paid.get(name)
+        return format_money(str(value), currency, locale) if value not in (None, "") else ""
+
+    received_on = paid.get("received_on")
+    received, credited = money("received"), money("credited")
+    return {"partly_paid": bool(received or credited), "invoice_amount": money("invoice_amount"),
+            "received": received, "credited": credited,
+            "received_on": long_date(date.fromisoformat(str(received_on)), locale) if received_on else ""}
 
 
 # --------------------------------------------------------------------------- compose
@@ -431,7 +451,8 @@ def compose_dunning_emails(
             client_id=row.client_id, client_name=row.client_name, client_email=row.client_email,
             history=steps.get(row.subject_id, []), paragraph=draft.paragraph if draft else "",
             as_of=as_of, locale=locale, look=look,
-            attachment=str(_cell(row, "attachment_name") or "") if _cell(row, "attachment_sha256") else "")
+            attachment=str(_cell(row, "attachment_name") or "") if _cell(row, "attachment_sha256") else "",
+            paid={name: _cell(row, name) for name in PAID_FIELDS})
         kind = "escalation" if row.step == DunningStep.OVERDUE else "dunning"
         return _email(row, sender, render(kind, locale, context, str(row.step), look), draft, look)
 
@@ -471,7 +492,10 @@ def _sample_contexts(look: EmailLook) -> list[tuple[str, str | None, str, dict[s
                     due_date=None if due_in is None else as_of + timedelta(days=due_in),
                     client_id="cl-1", client_name=name, client_email="ap@client.example",
                     history=history, paragraph=paragraph, as_of=as_of, locale=locale, look=look,
-                    attachment="F-1.pdf" if paragraph else "")))
+                    attachment="F-1.pdf" if paragraph else "",
+                    # partly paid: with a payment's date, and by a column without one
+                    paid={"invoice_amount": "1000.00", "received": "400.00", "credited": "19.60",
+                          "received_on": "2027-02-25" if paragraph else None} if due_in != 0 else None)))
     return samples
 
 
