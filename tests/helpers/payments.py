@@ -51,7 +51,8 @@ def memory_pay(store: Store) -> Pay:
 
 def sql_pay(url: str) -> Pay:
     return lambda invoice_id, amount, currency, received: insert(url, "payments", [{
-        "invoice_id": invoice_id, "amount": amount, "currency": currency, "received_at": received.isoformat()}])
+        "invoice_id": invoice_id, "amount": amount, "currency": currency,
+        "received_at": received.isoformat()}])
 
 
 def nights_with_payments(store: Store, pay: Pay, body: Body, reasons: Reasons) -> dict[str, Any]:

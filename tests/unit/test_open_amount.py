@@ -53,7 +53,8 @@ def test_a_payment_recorded_between_the_extract_and_the_reservation_stops_that_n
     won = store.ledger.reserve("dunning", due, AS_OF, "run")
     assert won == {"dunning/i2/REMINDED_1"}  # i1's open amount changed: not reserved
     memory_pay(store)("i2", "10.00", "EUR", AS_OF + timedelta(days=1))  # after the night: no change
-    assert run(store, AS_OF + timedelta(days=1), FakeTransport(), dunning_delays=DELAYS, bounds=None).sent == 1
+    later = run(store, AS_OF + timedelta(days=1), FakeTransport(), dunning_delays=DELAYS, bounds=None)
+    assert later.sent == 1
 
 
 def test_the_open_amount_of_each_way_a_company_keeps_it():
