@@ -239,8 +239,9 @@ class DunningJob(NightJob):
                 drafts: dict[str, Draft]) -> Composed:
         # The invoice PDF each reminder carries, checked and hashed now: its size and SHA-256
         # are stored with the message (G2) and the file must still match when it is sent.
-        return compose_dunning_emails(attach_invoices(winners, self.invoice_pdf), extracted["history"],
-                                      self.sender, drafts, as_of, self.look)
+        composed = compose_dunning_emails(attach_invoices(winners, self.invoice_pdf), extracted["history"],
+                                          self.sender, drafts, as_of, self.look)
+        return with_owed_states(composed, winners)
 
     def reread(self, store: Store, rows: pd.DataFrame, as_of: date) -> Extracted:
         ids = rows["subject_id"].unique().tolist()
@@ -251,6 +252,17 @@ class DunningJob(NightJob):
     def decide_again(self, extracted: Extracted, rows: pd.DataFrame, as_of: date) -> Decision:
         return dunning_steps_for(extracted["invoices"], extracted["clients"], rows, as_of, self.timezone,
                                  self.escalation_to, self.rules.profiles if self.rules else None)
+
+
+def with_owed_states(composed: Composed, due: pd.DataFrame) -> Composed:
+    """Each message with what the amount it states was read from (the due row's
+    payment_state), stored beside it: a payment recorded before it is claimed is noticed
+    (tasks/night.py: restate_owed)."""
+    if "payment_state" not in due or not composed.emails:
+        return composed
+    state = due["payment_state"].astype(object)
+    states = dict(zip(due["key"], state.where(state.notna(), None), strict=True))
+    return replace(composed, emails=[replace(e, owed_state=states.get(e.key)) for e in composed.emails])
 
 
 def attach_invoices(due: pd.DataFrame, template: PdfTemplate | None) -> pd.DataFrame:

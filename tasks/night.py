@@ -199,6 +199,8 @@ def run_night(night: Night, call: Steps) -> RunSummary:
         if not winners.empty:
             log.info("%s: composed %s email(s)%s", job.name, f"{len(prepared.emails):,}",
                      f", {len(prepared.failures)} could not be rendered" if prepared.failures else "")
+        if job.name == Job.DUNNING and not winners.empty:  # paid since the extract?
+            prepared = restated(prepared, restate_owed(night, call))
         delivered = deliver_won(night, job, winners, prepared, call)          # 5. deliver
         if not delivered.empty:
             log.info("%s: %s", job.name, count_line(delivered))
@@ -296,6 +298,26 @@ def respelled_ids(night: Night, decisions: dict[Job, Decision],
     return pd.concat(found, ignore_index=True) if found else pd.DataFrame(columns=list(PAIR_COLUMNS))
 
 
+def restate_owed(night: Night, call: Steps) -> Prepared:
+    """The restate-owed step (tasks/steps.py: stored reminders whose amount is no longer
+    what the client owes, rendered again before any is claimed), said in the log."""
+    again = call(steps.restate_owed, night.store, night.jobs, night.as_of)
+    if again.emails or again.failures:
+        night.log.info("dunning: %s stored reminder(s) rendered again, %s withdrawn: what the client owes"
+                       " changed since they were rendered", len(again.emails), len(again.failures))
+    return again
+
+
+def restated(prepared: Prepared, again: Prepared) -> Prepared:
+    """Tonight's messages with those rendered again in their place (the failures: settled)."""
+    if not again.emails and not again.failures:
+        return prepared
+    new = {e.key: e for e in again.emails}
+    gone = dict(again.failures)
+    return replace(prepared, emails=[new.get(e.key, e) for e in prepared.emails if e.key not in gone],
+                   failures=[*prepared.failures, *again.failures])
+
+
 def send_earlier(night: Night, call: Steps) -> pd.DataFrame:
     """Send what earlier runs reserved and surely never handed to SMTP, and the failed rows
     due for another attempt, re-addressed from the data as it is now; rows no longer due
@@ -306,6 +328,7 @@ def send_earlier(night: Night, call: Steps) -> pd.DataFrame:
     unrendered = dict(call(steps.retry_failed, night.store, night.jobs, night.as_of, night.flow_run_id,
                            night.params.retry_max_attempts, night.params.retry_backoff))
     withdrawn = ledger.withdraw_unsent(night.as_of)
+    restate_owed(night, call)
     unsent = ledger.unsent_rows()
     settled = pd.Series([*withdrawn, *unrendered], dtype=object)
     of_job = dict(zip(settled, parse_keys(settled)["job"], strict=True)) | dict(

@@ -461,12 +461,12 @@ STORE_ARRAYS = {"keys": "key", "recipients": "recipient", "subjects": "subject",
                 "cc_recipients": "cc_recipient", "bcc_recipients": "bcc_recipient",
                 "attachment_paths": "attachment_path", "attachment_names": "attachment_name",
                 "attachment_sha256s": "attachment_sha256", "attachment_sizes": "attachment_size",
-                "attachment_notes": "attachment_note"}
+                "attachment_notes": "attachment_note", "owed_states": "owed_state"}
 # What a message row holds besides its text, None unless the message has it.
 MESSAGE_EXTRAS = ("draft_source", "draft_note", "paragraph", "tone_plan", "refused_answer",
                   "cc_recipient", "bcc_recipient",
                   "attachment_path", "attachment_name", "attachment_sha256", "attachment_size",
-                  "attachment_note")
+                  "attachment_note", "owed_state")
 # Messages per statement, at most, and characters of message text per statement, at most:
 # each statement's array literals are copied several times on their way to the server
 # (joined, escaped, encoded), so a statement of 5,000 messages of 10 KB raised the
@@ -649,6 +649,15 @@ def withdraw_unsent(database: Database, as_of: date) -> list[str]:
     with writing(database.engine) as conn:
         return [row[0] for row in conn.execute(text(database.source_statement("withdraw_unsent")),
                                                {"as_of": as_of.isoformat()})]
+
+
+def restate_messages(engine: Engine, messages: Sequence[Mapping[str, Any]]) -> None:
+    """Messages rendered again because what the client owes changed (sql/restate_message):
+    each replaces the stored one on its row while no delivery has claimed it."""
+    if messages:
+        with writing(engine) as conn:
+            conn.execute(text(statement("restate_message")),
+                         [dict.fromkeys(MESSAGE_EXTRAS) | dict(m) for m in messages])
 
 
 def unsent_rows(engine: Engine) -> pd.DataFrame:

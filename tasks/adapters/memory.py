@@ -54,7 +54,7 @@ OFF = ("0", "false", "f", "no", "n", "off", "")  # sql/fragments/invoice_open: a
 MESSAGE_FIELDS = ("recipient", "subject", "body_text", "body_html", "message_id", "draft_source",
                   "draft_note", "paragraph", "tone_plan", "refused_answer", "cc_recipient", "bcc_recipient",
                   "attachment_path", "attachment_name", "attachment_sha256", "attachment_size",
-                  "attachment_note")
+                  "attachment_note", "owed_state")
 PRUNED_FIELDS = ("recipient", "previous_recipient", "cc_recipient", "bcc_recipient", "subject", "body_text",
                  "body_html", "paragraph", "draft_note", "refused_answer", "smtp_response", "error",
                  "attachment_path", "attachment_name", "attachment_note")
@@ -63,7 +63,9 @@ NOT_DUE = ("not sent: no longer due when a run went to send it (contract changed
 RETRY_COLUMNS = ("key", "job", "subject_id", "cycle", "step", "step_rank", "as_of", "recipient", "permanent",
                  "paragraph", "draft_source", "draft_note", "tone_plan", "attachment_sha256")
 UNSENT_COLUMNS = ("key", "job", "subject_id", "cycle", "step", "step_rank", "as_of", "recipient", "paragraph",
-                  "draft_source", "draft_note", "tone_plan", "stored")
+                  "draft_source", "draft_note", "tone_plan", "owed_state", "stored")
+RESTATED_FIELDS = ("subject", "body_text", "body_html", "message_id", "attachment_path", "attachment_name",
+                   "attachment_sha256", "attachment_size", "attachment_note", "owed_state")
 
 
 def sql_date(value: object) -> date | None:
@@ -554,6 +556,16 @@ class MemoryLedger:
             row.update({f: message.get(f) for f in MESSAGE_FIELDS}, updated_at=self._now())
             if row["previous_recipient"] == message.get("recipient"):
                 row["previous_recipient"] = None
+
+    def restate_messages(self, messages: Sequence[Mapping[str, Any]]) -> None:
+        """sql/restate_message."""
+        def work() -> None:
+            for message in messages:
+                row = self.rows.get(message["key"])
+                if row and row["status"] == "pending" and row["sending_at"] is None \
+                        and row["body_text"] is not None:
+                    row.update({f: message.get(f) for f in RESTATED_FIELDS}, updated_at=self._now())
+        self._tx(work)
 
     def record_unrendered(self, failures: Sequence[tuple[str, str]]) -> None:
         """sql/record_unrendered."""

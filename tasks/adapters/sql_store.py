@@ -182,6 +182,9 @@ class SqlLedger:
     def store_messages(self, messages: Sequence[Mapping[str, Any]]) -> None:
         db.store_messages(self.engine, messages)
 
+    def restate_messages(self, messages: Sequence[Mapping[str, Any]]) -> None:
+        db.restate_messages(self.engine, messages)
+
     def record_unrendered(self, failures: Sequence[tuple[str, str]]) -> None:
         db.record_unrendered(self.engine, failures)
 

@@ -66,6 +66,8 @@ class OutgoingEmail:
     attachment_sha256: str | None = None
     attachment_size: int | None = None
     attachment_note: str | None = None
+    # Reminders: what the amount the body states was read from (sql/fragments/payment_state).
+    owed_state: str | None = None
 
     def as_row(self) -> dict[str, Any]:
         return asdict(self)

@@ -158,6 +158,12 @@ class Ledger(DeliveryLedger, Protocol):
         """Each message on its pending, unclaimed, not yet stored row (G2)."""
         ...
 
+    def restate_messages(self, messages: Sequence[Row]) -> None:
+        """Messages rendered again because what the client owes changed: each replaces the
+        stored one under the same key, only on a pending row no delivery has claimed
+        (sql/restate_message)."""
+        ...
+
     def record_unrendered(self, failures: Sequence[tuple[str, str]]) -> None:
         """Reserved rows whose message could not be rendered: failed, known not sent."""
         ...
@@ -179,7 +185,8 @@ class Ledger(DeliveryLedger, Protocol):
         ...
 
     def unsent_rows(self) -> pd.DataFrame:
-        """Pending rows never handed to SMTP, with whether their message is stored."""
+        """Pending rows never handed to SMTP, with whether their message is stored and what
+        the amount it states was read from (owed_state)."""
         ...
 
     def prune_bodies(self, before: date) -> int:

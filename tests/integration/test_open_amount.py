@@ -16,6 +16,7 @@ from sqlalchemy import text
 from dueflow.blocks.settings import Settings
 from dueflow.tasks.adapters import db
 from dueflow.tasks.adapters.sql_store import sql_store
+from dueflow.tasks.core.frames import pd
 from dueflow.tasks.core.ports import Store
 from dueflow.tasks.jobs import night_jobs
 from tests.conftest import pg_schema, require_pg
@@ -28,7 +29,10 @@ from tests.helpers.payments import (
     INVOICES,
     PAYMENTS_TABLE,
     check_nights,
+    claimed_rows_keep_their_text,
     nights_with_payments,
+    paid_between_reservation_and_send,
+    paid_in_full_between_reservation_and_send,
     sql_pay,
 )
 
@@ -89,3 +93,29 @@ def test_the_reservation_reads_the_payments_again_and_refuses_an_invoice_paid_me
         again = dunning.decide(dunning.extract(store, AS_OF), AS_OF).due
         assert again.loc[again["subject_id"] == "i1", "amount"].tolist() == ["700.00"]
         assert store.ledger.reserve("dunning", again, AS_OF, "run") == {"dunning/i1/REMINDED_1"}
+
+
+def row_of(url: str):
+    def row(key: str) -> dict:
+        frame = db.read_frame(db.engine_for(url), "SELECT * FROM dueflow_ledger WHERE key = :k", {"k": key})
+        return {column: (None if pd.isna(value) else value) for column, value in frame.iloc[0].items()}
+    return row
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("crash", [False, True], ids=["sent", "died-after-rendering-again"])
+def test_a_payment_between_reservation_and_send_is_rendered_again_under_the_same_key(kind, crash):
+    with company(kind, INVOICES[:1]) as (store, url):
+        paid_between_reservation_and_send(store, sql_pay(url), row_of(url), crash)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_paid_in_full_between_reservation_and_send_nothing_goes(kind):
+    with company(kind, INVOICES[:1]) as (store, url):
+        paid_in_full_between_reservation_and_send(store, sql_pay(url), row_of(url))
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_claimed_reminder_keeps_its_text(kind):
+    with company(kind, INVOICES[:1]) as (store, url):
+        claimed_rows_keep_their_text(store, sql_pay(url), row_of(url))

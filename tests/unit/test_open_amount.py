@@ -7,6 +7,7 @@ from __future__ import annotations
 from datetime import timedelta
 from decimal import Decimal
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -26,8 +27,11 @@ from tests.helpers.payments import (
     INVOICES,
     SENT,
     check_nights,
+    claimed_rows_keep_their_text,
     memory_pay,
     nights_with_payments,
+    paid_between_reservation_and_send,
+    paid_in_full_between_reservation_and_send,
 )
 
 
@@ -120,3 +124,23 @@ def test_the_minimum_reads_the_open_amount():
     memory_pay(other)("i1", "994.00", "EUR", AS_OF - timedelta(days=1))  # 6.00 open: above it
     assert run(other, AS_OF, FakeTransport(), dunning_delays=DELAYS, bounds=None,
                env={"DUEFLOW_DUNNING_MINIMUM": "EUR 5"}).sent == 1
+
+
+@pytest.mark.parametrize("crash", [False, True], ids=["sent", "died-after-rendering-again"])
+def test_a_payment_between_reservation_and_send_is_rendered_again_under_the_same_key(crash):
+    store = memory_store(clients=CLIENTS, invoices=INVOICES[:1])
+    paid_between_reservation_and_send(store, memory_pay(store), row_of(store), crash)
+
+
+def test_paid_in_full_between_reservation_and_send_nothing_goes():
+    store = memory_store(clients=CLIENTS, invoices=INVOICES[:1])
+    paid_in_full_between_reservation_and_send(store, memory_pay(store), row_of(store))
+
+
+def test_a_claimed_reminder_keeps_its_text():
+    store = memory_store(clients=CLIENTS, invoices=INVOICES[:1])
+    claimed_rows_keep_their_text(store, memory_pay(store), row_of(store))
+
+
+def row_of(store):
+    return lambda key: dict(store.ledger.rows[key])
