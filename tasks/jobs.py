@@ -251,7 +251,7 @@ class DunningJob(NightJob):
 
     def decide_again(self, extracted: Extracted, rows: pd.DataFrame, as_of: date) -> Decision:
         return dunning_steps_for(extracted["invoices"], extracted["clients"], rows, as_of, self.timezone,
-                                 self.escalation_to, self.rules.profiles if self.rules else None)
+                                 self.escalation_to, self.rules.profiles if self.rules else None, self.rules)
 
 
 def with_owed_states(composed: Composed, due: pd.DataFrame) -> Composed:
@@ -294,4 +294,4 @@ def dunning_rules(settings: Settings, delays: Sequence[int], start: DunningStart
     """The profiles (over the run's parameters, the default profile) and minimums the
     settings give, with the calendar read from them once (`settings.calendar()`)."""
     default = default_profile(delays, start, unit, settings.escalation_address())
-    return DunningRules(settings.profiles(default), calendar, settings.minimums())
+    return DunningRules(settings.profiles(default), calendar, settings.minimums(), settings.rates())

@@ -21,6 +21,7 @@ import numpy as np
 from dueflow.tasks.core import defaults
 from dueflow.tasks.core.addresses import valid_email
 from dueflow.tasks.core.calendar import BusinessCalendar
+from dueflow.tasks.core.charges import CHARGE_COLUMNS, Rates, charges
 from dueflow.tasks.core.decide import TEXT_LIMIT, Decision, closed_tonight, column_text, quarantine_frame
 from dueflow.tasks.core.dunning_steps import (
     DunningSteps,
@@ -52,6 +53,8 @@ DUNNING_COLUMNS = (
     "client_email", "locale", "notes", "days_in_step", "cc_recipient", "pdf_path", "due_since",
     # `amount` is what the client still owes (open_amount.owed); these say what it was read from.
     "invoice_amount", "received", "received_on", "credited", "payment_state",
+    # What a profile's step states besides, never added to it (charges.py); the profile's name.
+    "profile", *CHARGE_COLUMNS,
 )
 ESCALATION_NEEDED = "OVERDUE escalation needs DUEFLOW_ESCALATION_TO set to a valid address"
 PAID_BY_PAYMENTS = "nothing left to pay: paid in full by its payments and credit notes"
@@ -66,6 +69,7 @@ class DunningRules:
     profiles: Profiles | None = None  # None: the run's parameters for every client
     calendar: BusinessCalendar | None = None
     minimums: Mapping[str, Decimal] = field(default_factory=dict)
+    rates: Rates = field(default_factory=Rates)  # statutory interest (charges.py)
 
 
 def dunning_may_be_due(invoices: pd.DataFrame, history: pd.DataFrame, as_of: date,
@@ -183,6 +187,7 @@ def due_dunning_steps(
     decided = _dunning_rows(inv, good, step, escalation, previous_by,
                             days_in_step=(pd.Timestamp(as_of) - anchor).dt.days,
                             due_since=due_since_of(anchor, steps.wait, unit, calendar))
+    decided = with_charges(decided, rules.profiles, rules, as_of)
     return Decision(due=decided.reset_index(drop=True).loc[:, list(DUNNING_COLUMNS)],
                     quarantined=_quarantined(inv, reason),
                     skipped=_skipped(rows, inv.owed["open"], below, rules.minimums))
@@ -190,7 +195,7 @@ def due_dunning_steps(
 
 def dunning_steps_for(invoices: pd.DataFrame, clients: pd.DataFrame, keys: pd.DataFrame, as_of: date,
                       timezone: str = "UTC", escalation_to: str | None = None,
-                      profiles: Profiles | None = None) -> Decision:
+                      profiles: Profiles | None = None, rules: DunningRules | None = None) -> Decision:
     """The facts of dunning steps already in the ledger (`keys`: key, subject_id, step)
     from their invoices and clients as they are now: to render a reserved step that was
     never stored. A key whose invoice is gone or bad is quarantined, keyed by its key."""
@@ -222,6 +227,7 @@ def dunning_steps_for(invoices: pd.DataFrame, clients: pd.DataFrame, keys: pd.Da
                             previous_by=pd.Series(pd.NA, index=everything.index, dtype="string"),
                             days_in_step=pd.Series(0, index=everything.index),
                             due_since=pd.Series(pd.NaT, index=everything.index, dtype="datetime64[ns]"))
+    decided = with_charges(decided, profiles, rules, as_of)
     return Decision(due=decided.loc[:, list(DUNNING_COLUMNS)].reset_index(drop=True),
                     quarantined=pd.DataFrame({"source_id": wanted.loc[~good, "key"],
                                               "reason": reason[~good]}).reset_index(drop=True))
@@ -268,6 +274,17 @@ def _dunning_rows(inv: Invoices, good: pd.Series, step: pd.Series, escalation_to
             "received_on": inv.owed.loc[good, "received_on"],
             "credited": inv.owed.loc[good, "credited"],
             "payment_state": inv.owed.loc[good, "state"],
+            "profile": inv.profile.loc[good, "name"].fillna(""),
         }
     )
+
+
+def with_charges(due: pd.DataFrame, profiles: Profiles | None, rules: DunningRules | None,
+                 as_of: date) -> pd.DataFrame:
+    """The due rows with what their profile's step states besides the open amount: fee,
+    interest, compensation, pay-by date (charges.py; NA where none)."""
+    said = profiles.step_charges() if profiles else {}
+    rules = rules or DunningRules()
+    found = charges(due, said, rules.rates, as_of, rules.calendar)
+    return due.assign(**{column: found[column] for column in CHARGE_COLUMNS})
 

@@ -17,6 +17,7 @@ import traceback
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import date, timedelta
+from decimal import Decimal
 from functools import cache
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlsplit
@@ -200,7 +201,8 @@ def dunning_context(*, step: str, invoice_id: str, number: str, amount: str, cur
                     client_name: str, client_email: str, history: list[dict[str, str]],
                     paragraph: str, as_of: date | None, locale: str,
                     look: EmailLook = DEFAULT_LOOK, attachment: str = "",
-                    paid: Mapping[str, Any] | None = None) -> dict[str, Any]:
+                    paid: Mapping[str, Any] | None = None,
+                    charged: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The documented variables of a reminder or an escalation (docs/emails.md, "The documented variables").
     `history` is the invoice's earlier steps (`reminder_history`): step, as_of (ISO
     date), status. `amount` is what the client still owes; `paid` what it was read from
@@ -235,10 +237,32 @@ def dunning_context(*, step: str, invoice_id: str, number: str, amount: str, cur
         "payment_instructions": look.payment_instructions.strip(),
         "payment_link": look.payment_url(number_text, str(invoice_id), str(amount), str(currency)),
         "attachment": attachment,  # the invoice PDF's file name when it is attached, else ""
-    } | owed_facts(paid or {}, currency, locale)
+    } | owed_facts(paid or {}, currency, locale) | charge_facts(charged or {}, currency, locale)
 
 
 PAID_FIELDS = ("invoice_amount", "received", "received_on", "credited")  # of a due row (dunning_rule)
+CHARGED_FIELDS = ("fee", "interest", "interest_rate", "interest_days", "compensation", "pay_by")
+
+
+def charge_facts(charged: Mapping[str, Any], currency: str, locale: str) -> dict[str, Any]:
+    """What a profile's step states besides the open amount (docs/configuration.md, "Fees,
+    interest and pay-by dates"), written for the reader; '' where none. `has_charges`: a
+    fee, interest or compensation is stated (on their own lines, never added to the
+    invoice)."""
+    from babel.numbers import format_percent
+
+    def money(name: str) -> str:
+        value = charged.get(name)
+        return format_money(str(value), currency, locale) if value not in (None, "") else ""
+
+    rate, days = charged.get("interest_rate"), charged.get("interest_days")
+    pay_by = _day(charged.get("pay_by"))
+    said = {"fee": money("fee"), "interest": money("interest"), "compensation": money("compensation"),
+            "interest_rate": format_percent(Decimal(str(rate)) / 100, locale=words(locale).date_locale,
+                                            decimal_quantization=False) if rate not in (None, "") else "",
+            "interest_days": count_days(int(days), locale) if days not in (None, "") else "",
+            "pay_by": long_date(pay_by, locale) if pay_by else ""}
+    return said | {"has_charges": bool(said["fee"] or said["interest"] or said["compensation"])}
 
 
 def owed_facts(paid: Mapping[str, Any], currency: str, locale: str) -> dict[str, Any]:
@@ -452,7 +476,8 @@ def compose_dunning_emails(
             history=steps.get(row.subject_id, []), paragraph=draft.paragraph if draft else "",
             as_of=as_of, locale=locale, look=look,
             attachment=str(_cell(row, "attachment_name") or "") if _cell(row, "attachment_sha256") else "",
-            paid={name: _cell(row, name) for name in PAID_FIELDS})
+            paid={name: _cell(row, name) for name in PAID_FIELDS},
+            charged={name: _cell(row, name) for name in CHARGED_FIELDS})
         kind = "escalation" if row.step == DunningStep.OVERDUE else "dunning"
         return _email(row, sender, render(kind, locale, context, str(row.step), look), draft, look)
 
@@ -495,7 +520,11 @@ def _sample_contexts(look: EmailLook) -> list[tuple[str, str | None, str, dict[s
                     attachment="F-1.pdf" if paragraph else "",
                     # partly paid: with a payment's date, and by a column without one
                     paid={"invoice_amount": "1000.00", "received": "400.00", "credited": "19.60",
-                          "received_on": "2027-02-25" if paragraph else None} if due_in != 0 else None)))
+                          "received_on": "2027-02-25" if paragraph else None} if due_in != 0 else None,
+                    # a fee, statutory interest and a pay-by date; or a pay-by date alone
+                    charged={"fee": "10.00", "interest": "5.13", "interest_rate": "10.4", "interest_days": 30,
+                             "compensation": "40.00", "pay_by": as_of + timedelta(days=14)} if paragraph
+                    else {"pay_by": as_of + timedelta(days=14)} if due_in == 0 else None)))
     return samples
 
 
