@@ -43,8 +43,8 @@ def test_interest_counts_each_day_at_the_rate_in_force_that_day_plus_8_points():
 def test_no_interest_before_the_due_date_nor_for_a_profile_or_step_that_does_not_ask():
     asked = {("eu", "REMINDED_2"): StepCharges(interest=True)}
     assert charges(due(), asked, RATES, AS_OF, None)["interest"].isna().all()
-    early = charges(due(due_date=AS_OF + timedelta(days=3)), {("eu", "REMINDED_1"): StepCharges(interest=True)},
-                    RATES, AS_OF, None)
+    early = charges(due(due_date=AS_OF + timedelta(days=3)),
+                    {("eu", "REMINDED_1"): StepCharges(interest=True)}, RATES, AS_OF, None)
     assert early["interest"].isna().all() and early["compensation"].isna().all()
 
 
@@ -63,7 +63,8 @@ def test_interest_is_exact_and_rounded_half_up_to_the_currencys_minor_units(amou
 
 def test_a_fee_is_per_currency_and_a_pay_by_date_counts_the_companys_business_days():
     rows = pd.DataFrame({"profile": ["eu", "eu", "", "eu"], "step": ["REMINDED_2"] * 4,
-                         "amount": ["100.00", "500", "100.00", "100.00"], "currency": ["EUR", "JPY", "EUR", "USD"],
+                         "amount": ["100.00", "500", "100.00", "100.00"],
+                         "currency": ["EUR", "JPY", "EUR", "USD"],
                          "due_date": [date(2027, 3, 1)] * 4})
     steps = {("eu", "REMINDED_2"): StepCharges({"EUR": Decimal("10"), "JPY": Decimal("500")}, False, 5)}
     calendar = BusinessCalendar("1111100", closed=((date(2027, 3, 15), "inventory"),))
