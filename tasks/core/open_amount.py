@@ -52,6 +52,7 @@ def units_of(values: pd.Series) -> pd.Series:
     minus = np.strings.startswith(text, "-")
     body = np.where(minus | np.strings.startswith(text, "+"), np.strings.slice(text, 1, None), text)
     whole, _dot, fraction = np.strings.partition(body, ".")
+    fraction = np.strings.rstrip(fraction, "0")  # numeric without a scale: 18.6400000000000000
     ascii_digits = np.strings.isdigit(np.strings.encode(whole, "ascii", "replace"))
     fraction_digits = (fraction == "") | np.strings.isdigit(np.strings.encode(fraction, "ascii", "replace"))
     readable = (ascii_digits & fraction_digits & (np.strings.str_len(whole) <= 14)

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from dueflow.blocks.settings import Settings
 from dueflow.tasks.adapters.memory import memory_store
 from dueflow.tasks.core.frames import pd
-from dueflow.tasks.core.open_amount import owed
+from dueflow.tasks.core.open_amount import owed, units_of
 from dueflow.tasks.jobs import night_jobs
 from tests import examples
 from tests.helpers.factories import client, invoice
@@ -81,6 +81,11 @@ def test_the_open_amount_of_each_way_a_company_keeps_it():
     assert left.problem.tolist()[5] == "amount_open is not a number: abc"
     assert left.problem.tolist()[6].startswith("1 payment(s) of this invoice cannot be read")
     assert left.problem.isna().tolist()[:5] == [True] * 5
+
+
+def test_amounts_are_read_as_exact_units_whatever_the_scale_of_the_numeric():
+    units = units_of(pd.Series(["18.6400000000000000", "1.00005", "-0.5", "x", "100", None]))
+    assert units.astype(object).where(units.notna(), None).tolist() == [186400, None, -5000, None, 1000000, None]
 
 
 amounts = st.decimals(min_value=Decimal("0.01"), max_value=Decimal("99999.99"), places=2)
