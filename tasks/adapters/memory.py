@@ -140,7 +140,7 @@ def paid_columns(invoices: Sequence[Row], payments: Sequence[Row], as_of: str) -
     rows = []
     for invoice in invoices:
         found = by_invoice.get(invoice["id"]) if invoice["id"] is not None else None
-        own = f"|{_text(invoice['amount_open']) or ''}|{_text(invoice['amount_paid']) or ''}"
+        own = f"|{_text(invoice.get('amount_open')) or ''}|{_text(invoice.get('amount_paid')) or ''}"
         if not found:
             rows.append({**invoice, **dict.fromkeys(PAID_COLUMNS), "payment_state": own})
             continue

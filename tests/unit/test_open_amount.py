@@ -85,7 +85,8 @@ def test_the_open_amount_of_each_way_a_company_keeps_it():
 
 def test_amounts_are_read_as_exact_units_whatever_the_scale_of_the_numeric():
     units = units_of(pd.Series(["18.6400000000000000", "1.00005", "-0.5", "x", "100", None]))
-    assert units.astype(object).where(units.notna(), None).tolist() == [186400, None, -5000, None, 1000000, None]
+    assert units.astype(object).where(units.notna(), None).tolist() == [
+        186400, None, -5000, None, 1000000, None]
 
 
 amounts = st.decimals(min_value=Decimal("0.01"), max_value=Decimal("99999.99"), places=2)
