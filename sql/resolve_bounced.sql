@@ -5,5 +5,6 @@
 UPDATE dueflow_ledger
 SET status = :outcome, error = :note, permanent = false, retry_after = NULL,
     attempts = CASE WHEN :outcome = 'failed' THEN 0 ELSE attempts END,
-    sending_at = NULL, claim_token = NULL, updated_at = CURRENT_TIMESTAMP
+    sending_at = NULL, claim_token = NULL, resolved_by = :by, resolved_at = CURRENT_TIMESTAMP,
+    updated_at = CURRENT_TIMESTAMP
 WHERE key = :key AND status = 'bounced'

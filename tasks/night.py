@@ -340,7 +340,9 @@ def reserve(night: Night, job: NightJob, decision: Decision,
     ledger, params = night.store.ledger, night.params
     handled = already_in_ledger(decision)
     open_keys = ledger.open_keys() if len(handled) else {}
-    plan = plan_reservation(job.name, job.source, decision, open_keys, params.send_cap)
+    failed = ledger.failed_rows() if LedgerStatus.FAILED in open_keys.values() else None
+    plan = plan_reservation(job.name, job.source, decision, open_keys, params.send_cap, failed,
+                            params.retry_max_attempts)
     if params.dry_run:
         return plan.candidates, plan.rows
     if not plan.quarantined.empty:
@@ -375,7 +377,8 @@ def delivery_rows(jobs: str | dict[str, str], deliveries: Sequence[Delivery],
                   retry: bool = False) -> pd.DataFrame:
     frame = pd.DataFrame({"key": [d.key for d in deliveries], "recipient": [d.recipient for d in deliveries]})
     job = frame["key"].map(jobs) if isinstance(jobs, dict) else jobs
-    return key_rows(job, frame, [d.status for d in deliveries], [d.detail for d in deliveries], retry)
+    return key_rows(job, frame, [d.status for d in deliveries], [d.detail for d in deliveries], retry,
+                    [d.retry_after for d in deliveries])
 
 
 def deliver_won(night: Night, job: NightJob, winners: pd.DataFrame, prepared: Prepared,

@@ -667,13 +667,30 @@ def open_keys(engine: Engine) -> dict[str, str]:
     return dict(zip(frame["key"], frame["status"], strict=True))
 
 
-def resolve_pending(engine: Engine, key: str, outcome: str, note: str) -> bool:
-    """An operator settles a pending row: `sent` (only one that was handed to SMTP), or
-    `failed` (a later run sends it again)."""
+def failed_rows(engine: Engine) -> pd.DataFrame:
+    """Every failed row with why a night may not retry it (sql/failed_rows)."""
+    frame = read_frame(engine, statement("failed_rows"), {}, dtype=object)
+    return frame.assign(permanent=frame["permanent"].astype(bool), attempts=frame["attempts"].astype(int))
+
+
+def resolve_pending(engine: Engine, key: str, outcome: str, note: str, by: str | None = None) -> bool:
+    """An operator (`by`) settles a pending row: `sent` (only one that was handed to SMTP),
+    or `failed` (a later run sends it again)."""
     with writing(engine) as conn:
         result = conn.execute(text(statement("resolve_pending")),
-                              {"key": key, "outcome": outcome, "note": note})
+                              {"key": key, "outcome": outcome, "note": note, "by": by})
         return result.rowcount == 1
+
+
+def resolve_retry(engine: Engine, key: str, note: str, by: str | None = None) -> bool:
+    """An operator (`by`) sends a failed (also permanently) or bounced row once more, to
+    the address the data says (sql/resolve_retry); its bounces no longer apply to it."""
+    with writing(engine) as conn:
+        changed = conn.execute(text(statement("resolve_retry")),
+                               {"key": key, "note": note, "by": by}).rowcount == 1
+        if changed:
+            conn.execute(text(statement("bounce_settle")), {"key": key})
+        return changed
 
 
 PRUNE_BATCH = 5_000  # rows per statement of a prune: each a short transaction
@@ -799,11 +816,11 @@ def unsettled_rows(engine: Engine, limit: int = 50) -> pd.DataFrame:
 
 
 def unsettled_counts(engine: Engine) -> dict[str, int]:
-    """How many rows of the whole ledger are in doubt (`pending`, handed to SMTP), `failed`,
-    or never handed to SMTP (`unsent`: pending without a claim, sent by the next run), and
-    how many bounced."""
+    """How many rows of the whole ledger are in doubt (`pending`, handed to SMTP), `failed`
+    (retried later) or failed for good (`permanent`), never handed to SMTP (`unsent`: pending
+    without a claim, sent by the next run), and how many bounced."""
     frame = read_frame(engine, statement("unsettled_counts"), {})
-    return {"pending": 0, "failed": 0, "unsent": 0, "bounced": 0} | {
+    return {"pending": 0, "failed": 0, "permanent": 0, "unsent": 0, "bounced": 0} | {
         str(state): int(n) for state, n in frame.itertuples(index=False)}
 
 
@@ -901,12 +918,12 @@ def record_bounces(engine: Engine, bounces: pd.DataFrame, kept: pd.DataFrame) ->
     return marked
 
 
-def resolve_bounced(engine: Engine, key: str, outcome: str, note: str) -> bool:
-    """An operator settles a bounced row: `failed` (a later run sends it again, rendered
-    anew) or `sent`; its bounces no longer apply to it."""
+def resolve_bounced(engine: Engine, key: str, outcome: str, note: str, by: str | None = None) -> bool:
+    """An operator (`by`) settles a bounced row: `failed` (a later run sends it again,
+    rendered anew) or `sent`; its bounces no longer apply to it."""
     with writing(engine) as conn:
         changed = conn.execute(text(statement("resolve_bounced")),
-                               {"key": key, "outcome": outcome, "note": note}).rowcount == 1
+                               {"key": key, "outcome": outcome, "note": note, "by": by}).rowcount == 1
         if changed:
             conn.execute(text(statement("bounce_settle")), {"key": key})
         return changed

@@ -394,6 +394,14 @@ class MemoryLedger:
         return self._tx(lambda: {key: row["status"] for key, row in self.rows.items()
                                  if row["status"] in ("pending", "failed")})
 
+    def failed_rows(self) -> pd.DataFrame:
+        """sql/failed_rows."""
+        columns = ["key", "permanent", "attempts", "retry_after", "error"]
+        rows = self._tx(lambda: [[r[c] for c in columns] for k, r in sorted(self.rows.items())
+                                 if r["status"] == "failed"])
+        frame = pd.DataFrame(rows, columns=columns, dtype=object)
+        return frame.assign(permanent=frame["permanent"].astype(bool), attempts=frame["attempts"].astype(int))
+
     def ids_of_forms(self, job: str, forms: Sequence[str]) -> pd.DataFrame:
         wanted = set(forms)
         return self._tx(lambda: _frame(
@@ -556,10 +564,11 @@ class MemoryLedger:
     def unsettled_counts(self) -> dict[str, int]:
         """sql/unsettled_counts."""
         def work() -> dict[str, int]:
-            counts = {"pending": 0, "failed": 0, "unsent": 0, "bounced": 0}
+            counts = {"pending": 0, "failed": 0, "permanent": 0, "unsent": 0, "bounced": 0}
             for row in self.rows.values():
                 if row["status"] in ("pending", "failed", "bounced"):
                     counts["unsent" if row["status"] == "pending" and row["sending_at"] is None
+                           else "permanent" if row["status"] == "failed" and row["permanent"]
                            else row["status"]] += 1
             return counts
         return self._tx(work)
@@ -588,7 +597,7 @@ class MemoryLedger:
             self.bounces.add(key)
         self._tx(work)
 
-    def resolve(self, key: str, outcome: str, note: str) -> bool:
+    def resolve(self, key: str, outcome: str, note: str, by: str | None = None) -> bool:
         """sql/resolve_pending: an operator settles a pending row (`sent` only once claimed)."""
         def work() -> bool:
             row = self.rows.get(key)
@@ -596,7 +605,22 @@ class MemoryLedger:
                 return False
             row.update(status=outcome, error=note, permanent=False, retry_after=None, updated_at=self._now(),
                        attempts=0 if outcome == "failed" else row["attempts"],
-                       sent_at=self._now() if outcome == "sent" else row["sent_at"])
+                       sent_at=self._now() if outcome == "sent" else row["sent_at"],
+                       resolved_by=by, resolved_at=self._now())
+            return True
+        return self._tx(work)
+
+    def resolve_retry(self, key: str, note: str, by: str | None = None) -> bool:
+        """sql/resolve_retry (then sql/bounce_settle): a failed or bounced row goes once more
+        — a failed row due for its first attempt, which the next night requeues."""
+        def work() -> bool:
+            row = self.rows.get(key)
+            if row is None or row["status"] not in ("failed", "bounced"):
+                return False
+            row.update(status="failed", error=note, permanent=False, retry_after=None, attempts=0,
+                       sending_at=None, claim_token=None, resolved_by=by, resolved_at=self._now(),
+                       updated_at=self._now())
+            self.bounces.discard(key)
             return True
         return self._tx(work)
 
@@ -610,7 +634,8 @@ def ledger_row(x: Mapping[str, Any], job: str, as_of: date, flow_run_id: str | N
             "status": status, "attempts": 0, "permanent": False, "retry_after": None, "created_at": now,
             "updated_at": now, "sent_at": None, "sending_at": None, "claim_token": None,
             "attempt_as_of": None, "smtp_response": None, "error": None, "previous_recipient": None,
-            "pruned_at": None, "copy_digests": None, **dict.fromkeys(MESSAGE_FIELDS)}
+            "pruned_at": None, "copy_digests": None, "resolved_by": None, "resolved_at": None,
+            **dict.fromkeys(MESSAGE_FIELDS)}
 
 
 def _email(row: Mapping[str, Any]) -> OutgoingEmail:

@@ -70,7 +70,8 @@ def test_each_outcome_lands_on_its_own_row():
                KEYS[3]: SendResult(SendStatus.FAILED, error="550 no such user", permanent=True)}
     ledger = InMemoryLedger.holding(map(email, KEYS[:5]))
     deliveries = run(ledger, FakeTransport(answers), keys=KEYS[:5])
-    assert statuses(deliveries) == ["sent", "failed", "pending", "failed", "sent"]
+    assert statuses(deliveries) == ["sent", "failed", "pending", "failed permanently", "sent"]
+    assert deliveries[1].retry_after is not None and deliveries[3].retry_after is None  # said to people
     assert [d.detail for d in deliveries[1:4]] == ["451 try later", "connection lost after DATA",
                                                    "550 no such user"]
     assert [ledger.rows[k].status for k in KEYS[:5]] == ["sent", "failed", "pending", "failed", "sent"]
