@@ -474,7 +474,7 @@ def cmd_resolve(args: argparse.Namespace, settings: Settings) -> int:
         key = done.key
         if done.done:
             was = {"claimed": "pending", "unclaimed": "pending"}.get(str(done.was), str(done.was))
-            print(f"{key}: {was} → {'failed' if args.outcome == RETRY else args.outcome} (by {by}); {after}")
+            print(f"{key}: {was} → {args.outcome} (by {by}); {after}")
         elif done.settled is Settled.NOT_SETTLEABLE:
             print(f"{key}: {_not_settleable(done.was, args.outcome)}: left as it is", file=sys.stderr)
         elif done.settled is Settled.NEVER_HANDED:

@@ -200,7 +200,10 @@ def test_a_run_with_problems_needs_attention_and_says_so_with_an_event(deployed)
     attention = summary.split("## Needs attention", 1)[1]
     assert "unknown currency 'XXY'" in attention and "fix the source row" in attention
     assert "| quarantined |" in attention and "| invoice row bad, no. " in attention  # what the row is
-    assert "550" in attention and "a later run retries it" in attention
+    # A 550 is a permanent refusal: said so, with what to do right after the status.
+    assert "550" in attention
+    assert "| failed permanently | fix the address (the next run sends it)" in attention
+    assert "a later run retries" not in attention
 
 
 def test_run_deployment_gives_a_notebook_the_run_summary(deployed):
