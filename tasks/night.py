@@ -42,11 +42,13 @@ from dueflow.tasks.core.rekeying import PAIR_COLUMNS, new_subjects, respelled, s
 from dueflow.tasks.core.render import Composed, Prepared
 from dueflow.tasks.core.report import (
     RunSummary,
+    attention_level,
     bounced_rows,
     concat_rows,
     count_line,
     decision_line,
     drafts_frame,
+    extract_line,
     facts_of,
     key_rows,
     no_rows,
@@ -175,11 +177,12 @@ def run_night(night: Night, call: Steps) -> RunSummary:
     log = night.log
     extracted: dict[Job, Extracted] = {}
     decisions: dict[Job, Decision] = {}
+    for job in night.jobs:  # the delays in force, which the run form's parameter cannot show
+        if (rules := getattr(job, "rules", None)) is not None:
+            log.info("%s: delays in force: %s", job.name, rules.profiles.said())
     for job in night.jobs:  # 1. extract and 2. decide: all before any write
         extracted[job.name] = read_sources(night, job, call)
-        log.info("%s: extracted %s", job.name, ", ".join(
-            f"{len(f):,} {'earlier ledger rows' if n == 'history' else n}"
-            for n, f in extracted[job.name].items()))
+        log.info("%s", extract_line(job.name, extracted[job.name]))
         decisions[job.name] = call(steps.decide, job, extracted[job.name], night.as_of)
         log.info("%s: %s", job.name, decision_line(decisions[job.name]))
     # Ids the ledger knows spelled another way: the source changed under the night, and
@@ -189,19 +192,25 @@ def run_night(night: Night, call: Steps) -> RunSummary:
     night, tonight = looked_at(night, decisions)  # a night that looks wrong waits for a person
     tonight.rows.append(earlier := send_earlier(night, call))
     if not earlier.empty:
-        log.info("earlier runs: %s", count_line(earlier))
+        log.log(attention_level(earlier), "earlier runs: %s", count_line(earlier))
     for job in night.jobs:
         decision = decisions[job.name]
         winners, job_rows = reserve(night, job, decision, call)              # 3. reserve
-        log.info("%s: %s %s of %s new", job.name, "would reserve" if night.params.dry_run else "reserved",
-                 f"{len(winners):,}", f"{len(decision.to_reserve):,}")
+        if night.params.dry_run:  # a dry run writes nothing: it says what it would do
+            log.info("%s: would reserve %s new email(s) (dry run: nothing is written)", job.name,
+                     f"{len(winners):,}")
+        else:
+            log.info("%s: reserved %s of %s new email(s)", job.name, f"{len(winners):,}",
+                     f"{len(decision.to_reserve):,}")
         prepared = compose(night, job, winners, extracted[job.name], call)   # 4. compose (and store)
         if not winners.empty:
-            log.info("%s: composed %s email(s)%s", job.name, f"{len(prepared.emails):,}",
-                     f", {len(prepared.failures)} could not be rendered" if prepared.failures else "")
+            done = "rendered" if night.params.dry_run else "composed and stored"
+            log.log(logging.WARNING if prepared.failures else logging.INFO, "%s: %s %s email(s)%s", job.name,
+                    done, f"{len(prepared.emails):,}",
+                    f", {len(prepared.failures)} could not be rendered" if prepared.failures else "")
         delivered = deliver_won(night, job, winners, prepared, call)          # 5. deliver
         if not delivered.empty:
-            log.info("%s: %s", job.name, count_line(delivered))
+            log.log(attention_level(delivered), "%s: %s", job.name, count_line(delivered))
         tonight.rows += [job_rows, delivered]
         tonight.won[job.name] = winners
         if night.params.dry_run and job.name == Job.DUNNING:  # the start's effect, before the first night

@@ -68,6 +68,16 @@ class Profiles:
             "escalation_to": pd.array([p.escalation_to for p in every], dtype="string"),
         }, index=pd.Index([p.name for p in every], dtype="string", name="profile"))
 
+    def said(self) -> str:
+        """The delays in force, as the run's log says them: the run's own (clients without
+        a profile), then each profile's — what the run form's dunning_delays cannot show."""
+        def one(p: Profile) -> str:
+            unit = " business" if p.unit == "business" else ""
+            return f"{', '.join(map(str, p.delays))}{unit} days from {p.start}"
+
+        named = "; ".join(f"profile {name!r} {one(p)}" for name, p in self.named.items())
+        return f"clients without a profile {one(self.default)}" + (f"; {named}" if named else "")
+
     def starts(self) -> set[str]:
         return {self.default.start, *(p.start for p in self.named.values())}
 

@@ -480,6 +480,29 @@ def count_line(rows: pd.DataFrame) -> str:
     return ", ".join(f"{int(n):,} {status}" for status, n in counts.items()) or "nothing"
 
 
+def extract_line(job: str, extracted: Mapping[str, pd.DataFrame]) -> str:
+    """The log line of an extract: the source rows read and, apart, those whose email
+    tonight is already in the ledger (read without their history), so that the decision's
+    line that follows ('N already in the ledger') is not read as a contradiction."""
+    parts = []
+    for name, frame in extracted.items():
+        if name == "history":
+            parts.append(f"{len(frame):,} ledger row(s) of their earlier steps")
+            continue
+        settled = int(frame["settled_lead"].notna().sum()) if "settled_lead" in frame else 0
+        parts.append(f"{len(frame):,} {name}" + (f" ({settled:,} with tonight's email already in the ledger)"
+                                                  if settled else ""))
+    return f"{job}: read " + ", ".join(parts)
+
+
+def attention_level(rows: pd.DataFrame) -> int:
+    """The log level of a line about these rows: WARNING when any needs a person (failed,
+    pending, not sent, bounced, quarantined), so that filtering for warnings finds them."""
+    import logging
+
+    return logging.WARNING if rows["status"].isin(NEEDS_ATTENTION).any() else logging.INFO
+
+
 def decision_line(decision: Any) -> str:
     """The log line of a decision (decide.Decision): due, new, handled, quarantined."""
     due, handled = len(decision.due), int(decision.due["handled"].sum()) if len(decision.due) else 0
