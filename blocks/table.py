@@ -217,7 +217,8 @@ class SettingsTable:
     payment_instructions: str = setting(
         "DUEFLOW_PAYMENT_INSTRUCTIONS", multiline, "", group="email", shown="none",
         block=EMAIL.field("How to pay: bank account, reference…"),
-        doc="how to pay, in reminders (`\\n` starts a new line)")
+        doc="how to pay, in reminders (`\\n` starts a new line); a section per language under a line"
+            " `[es]`, `[de]` (`[en]`), the text before the first one for the others")
     payment_link: str = setting(
         "DUEFLOW_PAYMENT_LINK", text, "", group="email", shown="none",
         block=EMAIL.field("https://pay.example/{number}: {number}, {invoice_id}, {amount}, {currency}"),

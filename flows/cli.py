@@ -279,7 +279,7 @@ def cmd_forecast(args: argparse.Namespace, settings: Settings) -> int:
     if rows.empty:
         print(f"No email would go out in the {args.days} night(s) from {first}.")
     else:
-        for line in forecast_table(rows, shutil.get_terminal_size((120, 24)).columns):
+        for line in forecast_table(rows, _table_width()):
             print(line)
         jobs = rows["job"].value_counts()
         print(f"\n{len(rows)} email(s) in the {args.days} night(s) from {first}"
@@ -304,6 +304,19 @@ def cmd_forecast(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+SUBJECT_MIN = 24  # a subject narrower than this is unreadable: the table grows wider instead
+FILE_WIDTH = 160  # a table written to a file, a pipe or a notebook's cell: no terminal to fit
+
+
+def _table_width() -> int:
+    """The terminal's width; a sane one when stdout is not a terminal (a pipe, a file, a
+    notebook), whatever COLUMNS or the controlling terminal say: the subjects were wrapped
+    into 12 characters there."""
+    if not sys.stdout.isatty():
+        return FILE_WIDTH
+    return shutil.get_terminal_size((FILE_WIDTH, 24)).columns
+
+
 def forecast_table(rows: pd.DataFrame, width: int) -> list[str]:
     """The forecast as a terminal table `width` columns wide: money as the emails write it,
     and the address, name and subject wrapped at whole words to fit."""
@@ -324,7 +337,7 @@ def forecast_table(rows: pd.DataFrame, width: int) -> list[str]:
     # The subject and the reason for a moved night share what is left, whole words each.
     left = width - taken
     why_width = min(max([3] + [len(r[7]) for r in cells]), max(10, left // 3))
-    return wrapped_table(header, cells, [*caps, max(12, left - why_width), why_width])
+    return wrapped_table(header, cells, [*caps, max(SUBJECT_MIN, left - why_width), why_width])
 
 
 def cmd_check(args: argparse.Namespace) -> int:

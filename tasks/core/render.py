@@ -13,6 +13,7 @@ one clear error at start-up, never a failed email at night.
 from __future__ import annotations
 
 import os
+import re
 import traceback
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -72,6 +73,27 @@ class EmailLook:
 
 
 DEFAULT_LOOK = EmailLook()
+
+
+_LOCALE_HEADER = re.compile(r"\[([a-z]{2})\]")
+
+
+def payment_text(instructions: str, locale: str) -> str:
+    """How to pay, in the reminder's language: DUEFLOW_PAYMENT_INSTRUCTIONS may carry a
+    section per locale, each under a line `[es]`, `[de]`, `[en]`; the text before the first
+    such line is for every locale without its own (a Spanish reminder's "Cómo pagar" box
+    then says it in Spanish when a `[es]` section is there)."""
+    sections: dict[str, list[str]] = {"": []}
+    current = ""
+    for line in instructions.strip().splitlines():
+        if (header := _LOCALE_HEADER.fullmatch(line.strip())) and header.group(1) in SUPPORTED_LOCALES:
+            current = header.group(1)
+            sections.setdefault(current, [])
+        else:
+            sections[current].append(line)
+    texts = {name: "\n".join(lines).strip() for name, lines in sections.items()}
+    # Its own section, else the text for every locale, else the one section there is.
+    return texts.get(locale) or texts[""] or next((t for t in texts.values() if t), "")
 
 
 def payment_link_problem(template: str) -> str | None:
@@ -230,7 +252,7 @@ def dunning_context(*, step: str, invoice_id: str, number: str, amount: str, cur
         "bounce_reason": str(bounced[-1].get("bounce") or "").removeprefix("bounced: ") if bounced else "",
         "bounced_date": long_date(date.fromisoformat(bounced[-1]["as_of"]), locale) if bounced else "",
         "paragraph": paragraph,
-        "payment_instructions": look.payment_instructions.strip(),
+        "payment_instructions": payment_text(look.payment_instructions, locale),
         "payment_link": look.payment_url(number_text, str(invoice_id), str(amount), str(currency)),
         "attachment": attachment,  # the invoice PDF's file name when it is attached, else ""
     }
