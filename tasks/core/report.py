@@ -15,7 +15,7 @@ from dueflow.tasks.core.money import money_texts
 from dueflow.tasks.core.statuses import ATTENTION_ORDER, FAILED_ROWS, NEEDS_ATTENTION, RowStatus
 from dueflow.tasks.core.text import wrapped_table
 from dueflow.tasks.core.tone import Draft, Fallback, PlanSource
-from dueflow.tasks.core.vocabulary import OUTCOMES, todos
+from dueflow.tasks.core.vocabulary import OUTCOMES, ledger_outcomes, todo, todos
 
 ROW_COLUMNS = ("job", "key", "recipient", "status", "detail", "retry", "retry_after")
 # What a person knows a key by: the client or vendor, the contract or invoice, the amount
@@ -548,8 +548,9 @@ def markdown(summary: RunSummary, limit: int = 50) -> str:
         lines += ["## Needs attention", "", "| status | what to do | who | what | reason |",
                   "|---|---|---|---|---|"]
         for shown in shown_rows(attention.head(limit)).to_dict("records"):
-            lines.append(f"| {shown['status']} | {_cell(shown['what to do'])} | {_cell(shown['who'])} "
-                         f"| {_cell(shown['what'])} | {_cell(_short(shown['detail']))} |")
+            lines.append(f"| {shown['status']} | {_cell(_wrappable(shown['what to do']))} "
+                         f"| {_cell(shown['who'])} | {_cell(shown['what'])} "
+                         f"| {_cell(_short(shown['detail']))} |")
         if len(attention) > limit:
             lines.append(f"| … | `dueflow ledger` | {len(attention) - limit} more | | |")
         lines.append("")
@@ -566,17 +567,21 @@ def markdown(summary: RunSummary, limit: int = 50) -> str:
             lines.append(f"| … | {len(done) - limit} more | | | | |")
         lines.append("")
     if not summary.unsettled.empty:
+        unsettled = summary.unsettled
+        outcome = ledger_outcomes(unsettled["status"], unsettled["permanent"].astype("boolean"),
+                                  unsettled["sending_at"])
         lines += ["## Unsettled in the ledger (all runs, oldest first)", "",
-                  "Pending rows handed to SMTP are never resent automatically: check the mail"
-                  " server's log, then settle them with `dueflow resolve KEY --as sent|failed`."
-                  " Rows never handed to SMTP are sent by the next run.", "",
-                  "| status | key | attempts | detail |", "|---|---|---|---|"]
-        for row in summary.unsettled.itertuples(index=False):
-            detail = str(row.error or "")
-            if row.status == "pending" and pd.isna(row.sending_at):  # type: ignore[arg-type]  # stubs: any value
-                detail = (detail + "; " if detail else "") + "never handed to SMTP: the next run sends it"
-            lines.append(f"| {row.status} | `{row.key}` | {row.attempts} | {_cell(detail)} |")
+                  "| status | what to do | key | attempts | detail |", "|---|---|---|---|---|"]
+        for row, said in zip(unsettled.itertuples(index=False), outcome, strict=True):
+            lines.append(f"| {said} | {_cell(_wrappable(todo(said, 'KEY')))} | `{row.key}` | {row.attempts} "
+                         f"| {_cell(_short(row.error))} |")
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _wrappable(todo: object) -> str:
+    """What to do as a table cell wraps it: the same words, without the code marks a
+    browser never wraps (a command with its key pushed the table past 1,400 px)."""
+    return str(todo or "").replace("`", "")
 
 
 def _short(value: object, width: int = 90) -> object:

@@ -24,7 +24,7 @@ class Wording:
 
 RETRY_WHEN = " after {when}"  # said after "a later run retries it" when retry_after is known
 OUTCOMES: dict[RowStatus, Wording] = {
-    RowStatus.SENT: Wording("sent", "accepted by the mail server", "nothing"),
+    RowStatus.SENT: Wording("sent", "accepted by the mail server", ""),  # nothing to do: said by nothing
     RowStatus.FAILED: Wording("failed", "refused before it left; retried later",
                               "nothing: a later run retries it{when}"),
     RowStatus.FAILED_PERMANENTLY: Wording(

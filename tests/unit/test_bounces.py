@@ -185,7 +185,7 @@ def test_every_run_lists_bounced_rows_under_needs_attention_and_the_event_counts
     text = markdown(summary)
     needs = text.split("## Needs attention")[1]
     assert "| bounced |" in needs and "bounced: 5.1.1 550 5.1.1 User unknown" in needs
-    assert f"fix the address, then `dueflow resolve {KEY} --as retry`" in needs
+    assert f"fix the address, then dueflow resolve {KEY} --as retry" in needs
     quiet = summarize(date(2027, 1, 13), False, None, bounced_rows(ledger_rows.iloc[0:0]), {})
     assert quiet.bounced == 0 and not needs_person(quiet) and attention_payload(quiet)["bounced"] == 0
 
