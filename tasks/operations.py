@@ -226,8 +226,9 @@ def invoice_states(settings: Settings) -> pd.DataFrame:
 
     database = db.open_database(settings)
     frame = db.extract_frame(database.engine, database.source_statement("invoice_state"), {})
-    outcome = ledger_outcomes(frame["step_status"], frame["step_permanent"].astype("boolean"),
-                              frame["step_sending_at"])
+    # A flag as the database gives it: a boolean, 0/1, or SQLite's and psycopg2's text forms.
+    permanent = frame["step_permanent"].astype("string").str.lower().isin(["true", "t", "1"])
+    outcome = ledger_outcomes(frame["step_status"], permanent, frame["step_sending_at"])
     open_ = ~frame["state"].isin(["PAID", "VOID", "DRAFT"])
     # dunning_paused has no end: the invoice waits until someone unpauses its client.
     paused = open_ & (pd.to_numeric(frame["client_paused"]).fillna(0) > 0)

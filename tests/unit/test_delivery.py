@@ -77,6 +77,7 @@ def test_each_outcome_lands_on_its_own_row():
     assert [ledger.rows[k].status for k in KEYS[:5]] == ["sent", "failed", "pending", "failed", "sent"]
     assert ledger.rows[KEYS[3]].outcome["retry_after"] is None  # permanent: not retried by time
     assert ledger.rows[KEYS[1]].outcome["retry_after"] is not None
+    assert ledger.rows[KEYS[0]].outcome["retry_after"] is None  # sent: nothing to retry, no time shown
 
 
 def test_a_stop_hands_over_nothing_more_and_releases_what_was_claimed():
