@@ -81,9 +81,10 @@ def ledger_outcomes(status: pd.Series, permanent: pd.Series, sending_at: pd.Seri
     later) or `failed permanently`; a pending row no delivery claimed is `not sent`."""
     status = status.astype("string")
     out = status.copy()
-    failed = status == LedgerStatus.FAILED
+    failed = (status == LedgerStatus.FAILED).fillna(False).astype(bool)  # no row (NA): no outcome
+    pending = (status == LedgerStatus.PENDING).fillna(False).astype(bool)
     out = out.mask(failed & permanent.fillna(False).astype(bool), str(RowStatus.FAILED_PERMANENTLY))
-    out = out.mask((status == LedgerStatus.PENDING) & sending_at.isna(), str(RowStatus.NOT_SENT))
+    out = out.mask(pending & sending_at.isna(), str(RowStatus.NOT_SENT))
     return out
 
 

@@ -130,3 +130,13 @@ def test_resolve_as_retry_sends_a_refused_email_once_more_to_the_same_address_on
     row = store.ledger.rows[R1]  # type: ignore[attr-defined]
     assert (row["status"], row["recipient"], row["resolved_by"]) == ("sent", "cl1@clients.example", "alice")
     assert row["resolved_at"] is not None
+
+
+def test_ledger_rows_are_said_in_the_vocabulary_and_no_row_has_no_outcome():
+    from dueflow.tasks.core.vocabulary import ledger_outcomes
+
+    status = pd.Series(["failed", "failed", "pending", "pending", "sent", None], dtype="string")
+    permanent = pd.Series([True, False, False, False, False, None], dtype="boolean")
+    sending_at = pd.Series([None, None, "2027-01-01 06:00:00+00:00", None, None, None], dtype=object)
+    assert ledger_outcomes(status, permanent, sending_at).tolist() == [
+        "failed permanently", "failed", "pending", "not sent", "sent", pd.NA]
