@@ -548,9 +548,9 @@ def markdown(summary: RunSummary, limit: int = 50) -> str:
         lines += ["## Needs attention", "", "| status | what to do | who | what | reason |",
                   "|---|---|---|---|---|"]
         for shown in shown_rows(attention.head(limit)).to_dict("records"):
-            lines.append(f"| {shown['status']} | {_cell(_wrappable(shown['what to do']))} "
-                         f"| {_cell(shown['who'])} | {_cell(shown['what'])} "
-                         f"| {_cell(_short(shown['detail']))} |")
+            lines.append(f"| {shown['status']} | {_wrappable(shown['what to do'])} "
+                         f"| {_lines(shown['who'], 20)} | {_lines(shown['what'], 24)} "
+                         f"| {_lines(_short(shown['detail']), 40)} |")
         if len(attention) > limit:
             lines.append(f"| … | `dueflow ledger` | {len(attention) - limit} more | | |")
         lines.append("")
@@ -561,8 +561,8 @@ def markdown(summary: RunSummary, limit: int = 50) -> str:
                   "|---|---|---|---|---|---|"]
         first = done.head(limit).reset_index(drop=True)
         for row, to in zip(shown_rows(first).itertuples(index=False), first["recipient"], strict=True):
-            lines.append(f"| {_cell(row.who)} | {_cell(row.what)} | {_cell(row.amount)} | {_cell(row.date)} "
-                         f"| {_cell(to)} | {_cell(row.subject)} |")
+            lines.append(f"| {_lines(row.who, 20)} | {_lines(row.what, 24)} | {_cell(row.amount)} "
+                         f"| {_cell(row.date)} | {_cell(to)} | {_lines(row.subject, 40)} |")
         if len(done) > limit:
             lines.append(f"| … | {len(done) - limit} more | | | | |")
         lines.append("")
@@ -573,15 +573,26 @@ def markdown(summary: RunSummary, limit: int = 50) -> str:
         lines += ["## Unsettled in the ledger (all runs, oldest first)", "",
                   "| status | what to do | key | attempts | detail |", "|---|---|---|---|---|"]
         for row, said in zip(unsettled.itertuples(index=False), outcome, strict=True):
-            lines.append(f"| {said} | {_cell(_wrappable(todo(said, 'KEY')))} | `{row.key}` | {row.attempts} "
-                         f"| {_cell(_short(row.error))} |")
+            lines.append(f"| {said} | {_wrappable(todo(said, 'KEY'))} | `{row.key}` | {row.attempts} "
+                         f"| {_lines(_short(row.error), 40)} |")
     return "\n".join(lines).rstrip() + "\n"
 
 
 def _wrappable(todo: object) -> str:
-    """What to do as a table cell wraps it: the same words, without the code marks a
-    browser never wraps (a command with its key pushed the table past 1,400 px)."""
-    return str(todo or "").replace("`", "")
+    """What to do as a table cell says it: the same words, without the code marks (a
+    command in them is broken into lines like the rest: `_lines`)."""
+    return _lines(str(todo or "").replace("`", ""), 46)
+
+
+def _lines(value: object, width: int) -> str:
+    """A cell's text in lines of at most `width` characters, at spaces: the Prefect UI
+    never wraps a table's cell, and a command with its key pushed the summary's table past
+    1,400 px. Each line is made a safe cell first; lines are joined by <br>, which the UI
+    renders (seen in a headless Chromium)."""
+    import textwrap
+
+    text = _cell(value)
+    return "<br>".join(textwrap.wrap(text, width, break_long_words=False, break_on_hyphens=False)) or text
 
 
 def _short(value: object, width: int = 90) -> object:
