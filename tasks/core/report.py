@@ -550,7 +550,7 @@ def markdown(summary: RunSummary, limit: int = 50) -> str:
         for shown in shown_rows(attention.head(limit)).to_dict("records"):
             lines.append(f"| {shown['status']} | {_wrappable(shown['what to do'])} "
                          f"| {_lines(shown['who'], 20)} | {_lines(shown['what'], 24)} "
-                         f"| {_lines(_short(shown['detail']), 40)} |")
+                         f"| {_lines(_short(shown['detail']), 30)} |")
         if len(attention) > limit:
             lines.append(f"| … | `dueflow ledger` | {len(attention) - limit} more | | |")
         lines.append("")
@@ -574,14 +574,14 @@ def markdown(summary: RunSummary, limit: int = 50) -> str:
                   "| status | what to do | key | attempts | detail |", "|---|---|---|---|---|"]
         for row, said in zip(unsettled.itertuples(index=False), outcome, strict=True):
             lines.append(f"| {said} | {_wrappable(todo(said, 'KEY'))} | `{row.key}` | {row.attempts} "
-                         f"| {_lines(_short(row.error), 40)} |")
+                         f"| {_lines(_short(row.error), 30)} |")
     return "\n".join(lines).rstrip() + "\n"
 
 
 def _wrappable(todo: object) -> str:
     """What to do as a table cell says it: the same words, without the code marks (a
     command in them is broken into lines like the rest: `_lines`)."""
-    return _lines(str(todo or "").replace("`", ""), 46)
+    return _lines(str(todo or "").replace("`", ""), 40)
 
 
 def _lines(value: object, width: int) -> str:
