@@ -190,7 +190,8 @@ class TableWriter(Writer):
         outcome = ledger_outcomes(chunk["status"], chunk["permanent"], chunk["sending_at"])
         chunk = chunk.assign(status=outcome, what_to_do=todos(outcome, pd.Series("KEY", index=chunk.index),
                                                               chunk["retry_after"]),
-                             retry_after=chunk["retry_after"].map(when_text))
+                             # a retry time means something only for a failure a later run retries
+                             retry_after=chunk["retry_after"].where(outcome == "failed").map(when_text))
         shown = chunk.loc[:, list(TABLE_COLUMNS)].astype(object).where(chunk.notna(), None)
         cells = shown.map(lambda v: "" if v is None else str(v))
         # The detail: what went wrong, else the mail server's reply (`250 OK queued as …`).
