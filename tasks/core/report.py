@@ -641,9 +641,13 @@ def text_table(rows: pd.DataFrame, limit: int = 40) -> str:
     retry_after = rows.get("retry_after")
     shown = rows.assign(**{"what to do": todos(rows["status"], rows["key"], retry_after)})
     columns = ["status", "what to do", "key", "recipient", "detail"]
+    if not shown["what to do"].astype(bool).any():  # a dry run, a night all sent: nothing to do
+        columns.remove("what to do")
     cells = [[str(v) for v in row]
              for row in shown.loc[:, columns].astype(object).fillna("").itertuples(index=False)]
-    text = "\n".join(wrapped_table(columns, cells, [None, 40, None, None, 50]))
+    widths: list[int | None] = ([None, 40, None, None, 50] if "what to do" in columns
+                                else [None, None, None, 60])
+    text = "\n".join(wrapped_table(columns, cells, widths))
     if total > limit:
         text += (f"\n… and {total - limit} more (see `dueflow ledger` and `dueflow quarantine`)")
     return text
