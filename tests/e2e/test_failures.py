@@ -225,7 +225,8 @@ def test_report_tells_pending_rows_never_handed_to_smtp(db_url, smtp_sink):
     # Never handed to SMTP: "not sent", the next run sends it; handed over: "pending".
     assert lines[key("lost")].startswith("| not sent | nothing: the next run sends it |")
     assert lines[key("unknown")].startswith("| pending | check the mail server's log")
-    assert db.unsettled_counts(engine) == {"pending": 1, "failed": 0, "unsent": 1, "bounced": 0}
+    assert db.unsettled_counts(engine) == {"pending": 1, "failed": 0, "permanent": 0, "unsent": 1,
+                                           "bounced": 0}
 
 
 def test_a_retry_goes_where_the_data_now_says(run_env, smtp_sink):
