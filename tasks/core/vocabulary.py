@@ -68,12 +68,26 @@ _VALUES = {str(s) for s in RowStatus}
 
 
 def todos(status: pd.Series, key: pd.Series, retry_after: pd.Series | None = None) -> pd.Series:
-    """`todo` for a column of outcomes: one text per distinct (status, key, when) — the
-    formatting is per row only where the key is in the text (few rows need a person)."""
-    when = (retry_after if retry_after is not None else pd.Series(None, index=status.index, dtype=object))
-    frame = pd.DataFrame({"status": status.astype("string"), "key": key.astype("string"), "when": when})
-    return pd.Series([todo(s, k, w) if s in _VALUES else "" for s, k, w in frame.itertuples(index=False)],
-                     index=status.index, dtype=object)
+    """`todo` for a column of outcomes, vectorised per outcome (an export's table runs
+    through millions of rows): each template is cut at its `{key}` or `{when}` and the
+    column put in between."""
+    status = status.astype("string")
+    out = pd.Series("", index=status.index, dtype=object)
+    for outcome, wording in OUTCOMES.items():
+        hit = (status == str(outcome)).fillna(False).to_numpy(dtype=bool)
+        if not hit.any():
+            continue
+        if "{key}" in wording.todo:
+            before, after = wording.todo.split("{key}")
+            out[hit] = before + key[hit].astype("string") + after
+        elif "{when}" in wording.todo:
+            before, after = wording.todo.split("{when}")
+            when = (retry_after[hit].map(when_text) if retry_after is not None
+                    else pd.Series("", index=status.index[hit]))
+            out[hit] = before + when.where(when == "", RETRY_WHEN.split("{when}")[0] + when) + after
+        else:
+            out[hit] = wording.todo
+    return out
 
 
 def ledger_outcomes(status: pd.Series, permanent: pd.Series, sending_at: pd.Series) -> pd.Series:

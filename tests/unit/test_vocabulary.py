@@ -140,3 +140,16 @@ def test_ledger_rows_are_said_in_the_vocabulary_and_no_row_has_no_outcome():
     sending_at = pd.Series([None, None, "2027-01-01 06:00:00+00:00", None, None, None], dtype=object)
     assert ledger_outcomes(status, permanent, sending_at).tolist() == [
         "failed permanently", "failed", "pending", "not sent", "sent", pd.NA]
+
+
+def test_the_column_form_says_what_the_one_row_form_says():
+    from dueflow.tasks.core.vocabulary import todos
+
+    status = pd.Series(["failed", "failed", "failed permanently", "pending", "sent", "not sent", "bounced",
+                        "quarantined", "already handled", None], dtype="string")
+    key = pd.Series([f"renewal/c{i}/2027-03-01/30d" for i in range(len(status))])
+    when = pd.Series([pd.Timestamp("2027-03-01 06:00", tz="UTC"), None, *[None] * 8], dtype=object)
+    expected = [todo(s, k, w) if s is not pd.NA else "" for s, k, w in zip(status, key, when, strict=True)]
+    assert todos(status, key, when).tolist() == expected
+    assert expected[0].endswith("retries it after 2027-03-01 06:00 UTC")
+    assert expected[1].endswith("retries it")
