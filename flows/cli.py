@@ -304,7 +304,7 @@ def cmd_forecast(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-SUBJECT_MIN = 24  # a subject narrower than this is unreadable: the table grows wider instead
+SUBJECT_MIN = 12  # the narrowest a subject is wrapped to, on a narrow terminal
 FILE_WIDTH = 160  # a table written to a file, a pipe or a notebook's cell: no terminal to fit
 
 
@@ -312,7 +312,7 @@ def _table_width() -> int:
     """The terminal's width; a sane one when stdout is not a terminal (a pipe, a file, a
     notebook), whatever COLUMNS or the controlling terminal say: the subjects were wrapped
     into 12 characters there."""
-    if not sys.stdout.isatty():
+    if not sys.stdout.isatty() and not os.environ.get("COLUMNS"):  # COLUMNS: the user's choice
         return FILE_WIDTH
     return shutil.get_terminal_size((FILE_WIDTH, 24)).columns
 

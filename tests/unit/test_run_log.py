@@ -91,3 +91,16 @@ def test_the_extract_line_counts_what_the_ledger_already_has():
     assert extract_line("renewal", {"contracts": contracts, "history": pd.DataFrame()}) == (
         "renewal: read 8 contracts (7 with tonight's email already in the ledger), 0 ledger row(s) of their"
         " earlier steps")
+
+
+def test_the_forecast_is_not_squeezed_when_stdout_is_not_a_terminal(monkeypatch):
+    import io
+    import sys
+
+    from dueflow.flows import cli
+
+    monkeypatch.setattr(sys, "stdout", io.StringIO())  # a pipe, a file, a notebook's cell
+    monkeypatch.delenv("COLUMNS", raising=False)
+    assert cli._table_width() == cli.FILE_WIDTH == 160
+    monkeypatch.setenv("COLUMNS", "100")  # the user's own width is kept
+    assert cli._table_width() == 100
