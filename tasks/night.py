@@ -61,6 +61,7 @@ from dueflow.tasks.deliver import (
     Recipient,
     after_a_crash,
     batches,
+    in_statements,
     stopped_because,
     with_second_pass,
 )
@@ -389,9 +390,11 @@ def deliver_won(night: Night, job: NightJob, winners: pd.DataFrame, prepared: Pr
                     for e in prepared.emails} | dict(prepared.failures)
         return key_rows(job.name, winners, RowStatus.WOULD_SEND, subjects)
     failed = dict(prepared.failures)
-    items = [Recipient(e.key, e.recipient) for e in prepared.emails]
+    # A statement goes once, claimed by its carrier; its other rows share its outcome.
+    items = [Recipient(e.key, e.recipient) for e in prepared.emails if e.statement_key in (None, e.key)]
+    delivered = in_statements(deliver(night, items, call), prepared.emails)
     return concat_rows([key_rows(job.name, winners[winners["key"].isin(failed)], RowStatus.FAILED, failed),
-                        delivery_rows(job.name, deliver(night, items, call))])
+                        delivery_rows(job.name, delivered)])
 
 
 def deliver(night: Night, items: Sequence[Recipient], call: Steps) -> list[Delivery]:
