@@ -353,6 +353,16 @@ class MemoryLedger:
         return [row for row in self.rows.values()
                 if row["key"] in wanted or (row["statement_key"] or "") in wanted]
 
+    def _statement_of(self, key: str) -> list[Row]:
+        """The row of `key` and, when it is in a statement, every other row of it."""
+        row = self.rows.get(key)
+        if row is None:
+            return []
+        statement = row["statement_key"]
+        if statement is None:
+            return [row]
+        return [r for r in self.rows.values() if r["statement_key"] == statement]
+
     def statuses(self, keys: Sequence[str]) -> dict[str, str]:
         return self._tx(lambda: {key: self.rows[key]["status"] for key in keys if key in self.rows})
 
@@ -594,22 +604,22 @@ class MemoryLedger:
     def mark_bounced(self, key: str, reason: str) -> None:
         """A bounce report for a delivered row (sql/bounce_rows): the twin of bounce intake."""
         def work() -> None:
-            row = self.rows[key]
-            if row["status"] == "sent":
-                row.update(status="bounced", error=reason, updated_at=self._now())
+            for row in self._statement_of(key):  # a statement's report marks each of its rows
+                if row["status"] == "sent":
+                    row.update(status="bounced", error=reason, updated_at=self._now())
             self.bounces.add(key)
         self._tx(work)
 
     def resolve(self, key: str, outcome: str, note: str) -> bool:
         """sql/resolve_pending: an operator settles a pending row (`sent` only once claimed)."""
         def work() -> bool:
-            row = self.rows.get(key)
-            if row is None or row["status"] != "pending" or (outcome == "sent" and row["sending_at"] is None):
-                return False
-            row.update(status=outcome, error=note, permanent=False, retry_after=None, updated_at=self._now(),
-                       attempts=0 if outcome == "failed" else row["attempts"],
-                       sent_at=self._now() if outcome == "sent" else row["sent_at"])
-            return True
+            settled = [row for row in self._statement_of(key) if row["status"] == "pending"
+                       and (outcome == "failed" or row["sending_at"] is not None)]
+            for row in settled:
+                row.update(status=outcome, error=note, permanent=False, retry_after=None,
+                           updated_at=self._now(), attempts=0 if outcome == "failed" else row["attempts"],
+                           sent_at=self._now() if outcome == "sent" else row["sent_at"])
+            return bool(settled)
         return self._tx(work)
 
 
