@@ -25,6 +25,7 @@ from tests import examples
 from tests.helpers.factories import client, invoice
 from tests.helpers.fakes import FakeTransport
 from tests.helpers.nights import night_of, run
+from tests.helpers.oracles import expected_statements
 from tests.unit.test_nights import Died, statuses
 
 AS_OF = date(2027, 3, 10)
@@ -226,3 +227,36 @@ def test_with_statements_off_every_invoice_has_its_own_email():
     store, transport = company({"cl1": ["i1", "i2"]}), Keeping()
     run(store, AS_OF, transport)
     assert sorted(transport.handed) == [r1("i1"), r1("i2")] and not any(e.riders for e in transport.emails)
+
+
+@settings(max_examples=examples(4), deadline=None)
+@given(sent_days=st.lists(st.tuples(st.sampled_from(["cl1", "cl2", "cl3"]), st.integers(6, 12)),
+                          min_size=1, max_size=9),
+       grouping=st.sampled_from(["reminders", "all"]))
+def test_statements_bundle_the_calendars_emails_and_change_none_of_them(sent_days, grouping):
+    """The oracle of the calendar, extended: with statements, every invoice step goes on the
+    night it goes without them, and the emails are the client's groups of that night
+    (tests/helpers/oracles.py, expected_statements)."""
+    start = AS_OF - timedelta(days=12)
+    data = {"clients": [client(c) for c in ("cl1", "cl2", "cl3")],
+            "invoices": [invoice(f"i{n}", c, (start + timedelta(days=d)).isoformat())
+                         for n, (c, d) in enumerate(sent_days)]}
+    nights = [AS_OF + timedelta(days=n) for n in range(14)]
+    alone, bundled = memory_store(**data), memory_store(**data)
+    alone_mail, bundled_mail = Keeping(), Keeping()
+    for night in nights:
+        run(alone, night, alone_mail)
+        run(bundled, night, bundled_mail, env={"DUEFLOW_STATEMENTS": grouping})
+
+    def emitted(store: Store) -> list[tuple[date, str, int]]:
+        return sorted((date.fromisoformat(row["attempt_as_of"]), row["subject_id"], int(row["step_rank"]))
+                      for row in rows(store).values())
+
+    assert emitted(bundled) == emitted(alone)  # the calendar is the calendar's
+    assert statuses(bundled) == statuses(alone)
+    night_of_key = {key: date.fromisoformat(row["attempt_as_of"]) for key, row in rows(bundled).items()}
+    subject = {key: row["subject_id"] for key, row in rows(bundled).items()}
+    emails = sorted(((night_of_key[e.key], frozenset(subject[k] for k in (e.key, *(r.key for r in e.riders))))
+                     for e in bundled_mail.emails), key=lambda e: (e[0], sorted(e[1])))
+    client_of = {f"i{n}": c for n, (c, _) in enumerate(sent_days)}
+    assert emails == expected_statements(emitted(alone), client_of.__getitem__, grouping)
