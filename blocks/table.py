@@ -298,7 +298,8 @@ class SettingsTable:
             " listing them all (each invoice with its number, amount, due date and step; every PDF"
             " attached), instead of one per invoice; `all`: the escalations of one client's invoices go"
             " as one too. Each invoice step keeps its own key: exactly once holds per invoice"
-            " ([design.md](design.md#statements)). `off`: one email per invoice step")
+            " ([design.md](design.md#statements)); a profile's `statements` wins for its clients. `off`: one"
+            " email per invoice step")
     dunning_minimum: str | None = setting(
         "DUEFLOW_DUNNING_MINIMUM", text, None, group="dunning", shown="none",
         doc="no reminder or escalation below this open amount, per currency: `EUR 5, USD 5, JPY 500`. Such"

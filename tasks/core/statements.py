@@ -39,16 +39,18 @@ STATEMENT_KIND = "statement"
 
 
 def statement_keys(due: pd.DataFrame, grouping: Statements) -> pd.Series:
-    """Per row of `due` (dunning rows: key, step, client_id, recipient, locale, [cc_recipient]),
-    the key of the statement it goes in — the smallest key of its group —, or NA for a row
-    that goes as an email of its own."""
+    """Per row of `due` (dunning rows: key, step, client_id, recipient, locale, [cc_recipient],
+    [statements: the client's profile's choice, NA for `grouping`]), the key of the statement it
+    goes in — the smallest key of its group —, or NA for a row that goes as an email of its own."""
     alone = pd.Series(pd.NA, index=due.index, dtype="string")
-    if grouping == Statements.OFF or due.empty:
+    if due.empty:
         return alone
+    # Each row's choice: its client's profile's (`statements` column), else `grouping`.
+    chosen = (due["statements"].astype("string") if "statements" in due
+              else pd.Series(pd.NA, index=due.index, dtype="string")).fillna(grouping.value)
     steps = due["step"].astype("string")
-    grouped = steps.isin([s.value for s in CLIENT_STEPS])
-    if grouping == Statements.ALL:
-        grouped |= steps.eq(DunningStep.OVERDUE.value)
+    reminders = steps.isin([s.value for s in CLIENT_STEPS]) & chosen.ne(Statements.OFF)
+    grouped = reminders | (steps.eq(DunningStep.OVERDUE.value) & chosen.eq(Statements.ALL))
     grouped = grouped.fillna(False) & due["client_id"].notna() & due["recipient"].notna()
     if not grouped.any():
         return alone

@@ -260,3 +260,17 @@ def test_statements_bundle_the_calendars_emails_and_change_none_of_them(sent_day
                      for e in bundled_mail.emails), key=lambda e: (e[0], sorted(e[1])))
     client_of = {f"i{n}": c for n, (c, _) in enumerate(sent_days)}
     assert emails == expected_statements(emitted(alone), client_of.__getitem__, grouping)
+
+
+def test_a_profile_chooses_statements_for_its_clients_over_the_setting(tmp_path):
+    profiles = tmp_path / "profiles.toml"
+    profiles.write_text('[profiles.apart]\nstatements = "off"\n[profiles.escalated]\nstatements = "all"\n')
+    clients = [client("cl1"), client("cl2", dunning_profile="apart"),
+               client("cl3", dunning_profile="escalated")]
+    pairs = (("cl1", "a1"), ("cl1", "a2"), ("cl2", "b1"), ("cl2", "b2"), ("cl3", "c1"), ("cl3", "c2"))
+    store = memory_store(clients=clients, invoices=[invoice(i, c, SENT) for c, i in pairs])
+    transport = Keeping()
+    env = {"DUEFLOW_PROFILES_FILE": str(profiles), "DUEFLOW_STATEMENTS": "reminders"}
+    run(store, AS_OF, transport, env=env)
+    assert sorted(transport.handed) == [r1("a1"), r1("b1"), r1("b2"), r1("c1")]  # cl2's profile: apart
+    assert set(statuses(store).values()) == {"sent"} and len(statuses(store)) == 6
