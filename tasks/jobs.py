@@ -216,7 +216,9 @@ class DunningJob(NightJob):
         a valid plan. Planning happens after reservation: the model is only ever asked
         about keys a run won (`ask_model`), once, and the paragraph is stored before
         sending; a retry resends the stored paragraph."""
-        reminders = winners[winners["step"].isin(DRAFTED_STEPS)]
+        # A statement's rows carry no paragraph (tasks/core/statements.py): nobody is asked.
+        reminders = winners[winners["step"].isin(DRAFTED_STEPS).to_numpy()
+                            & statement_keys(winners, self.statements).isna().to_numpy()]
         if reminders.empty:
             return []
         # Through the same text reading as the extract: no value of a source column can
@@ -246,8 +248,8 @@ class DunningJob(NightJob):
         composed = compose_dunning_emails(due[alone], history, self.sender, drafts, as_of, self.look)
         if alone.all():
             return composed
-        return composed + compose_statements(due[~alone], carriers[~alone], history, self.sender, drafts,
-                                             as_of, self.look)
+        return composed + compose_statements(due[~alone], carriers[~alone], history, self.sender, as_of,
+                                             self.look)
 
     def reread(self, store: Store, rows: pd.DataFrame) -> Extracted:
         ids = rows["subject_id"].unique().tolist()

@@ -328,8 +328,12 @@ def send_earlier(night: Night, call: Steps) -> pd.DataFrame:
         failed_rows = unsent[unsent["key"].isin(failed)]
         rows.append(key_rows(failed_rows["key"].map(of_job), failed_rows, RowStatus.FAILED, failed,
                              retry=True))
-        items = [Recipient(k, r or "") for k, r in zip(ready["key"], ready["recipient"], strict=True)]
-        rows.append(delivery_rows(of_job, deliver(night, items, call), retry=True))
+        # Rows rendered again into a statement go with its carrier (tasks/core/statements.py).
+        riders = {e.key for e in composed.emails if e.statement_key not in (None, e.key)}
+        items = [Recipient(k, r or "") for k, r in zip(ready["key"], ready["recipient"], strict=True)
+                 if k not in riders]
+        delivered = in_statements(deliver(night, items, call), composed.addressed().emails)
+        rows.append(delivery_rows(of_job, delivered, retry=True))
     return concat_rows(rows)
 
 

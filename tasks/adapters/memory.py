@@ -337,7 +337,9 @@ class MemoryLedger:
                     row.update(sending_at=None, claim_token=None, attempts=row["attempts"] - 1,
                                updated_at=now)
             claimed = {}
-            for row in self._with_riders(claim):  # sql/claim_sending
+            for row in self._with_riders(claim):  # sql/claim_sending: a rider only with its carrier
+                if row["statement_key"] not in (None, row["key"]) and row["statement_key"] not in claim:
+                    continue
                 if row["status"] == "pending" and row["body_text"] is not None \
                         and (row["sending_at"] is None or row["claim_token"] == token):
                     row.update(attempts=row["attempts"] + (0 if row["claim_token"] == token else 1),

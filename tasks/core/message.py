@@ -102,13 +102,14 @@ class OutgoingEmail:
 
 def with_riders(claim: Sequence[str], claimed: Mapping[str, OutgoingEmail]) -> list[OutgoingEmail]:
     """The emails of the claimed keys, in the order asked, each statement's carrier with the
-    other rows claimed with it (their PDFs go in the one email)."""
+    other rows claimed with it (their PDFs go in the one email); those rows are never an
+    email of their own, even when asked for."""
     riders: dict[str, list[OutgoingEmail]] = {}
     for email in claimed.values():
         if email.statement_key is not None and email.statement_key != email.key:
             riders.setdefault(email.statement_key, []).append(email)
     return [replace(claimed[key], riders=tuple(sorted(riders.get(key, ()), key=lambda e: e.key)))
-            for key in claim if key in claimed]
+            for key in claim if key in claimed and claimed[key].statement_key in (None, key)]
 
 @dataclass(frozen=True)
 class Attachment:

@@ -448,8 +448,8 @@ def compose_dunning_emails(
     look = look or DEFAULT_LOOK
     # Only the history of tonight's invoices: the whole table is ~100k rows at scale.
     steps = reminder_history(history[history["subject_id"].isin(due["subject_id"])])
-    drafts = drafts or {}
-
+    keys = set(due["key"])
+    drafts = {key: draft for key, draft in (drafts or {}).items() if key in keys}  # these emails' own
     used: dict[str, Draft] = dict(drafts)
 
     def render_one(row: Any) -> OutgoingEmail:

@@ -14,7 +14,6 @@ to the same address and copy, in the same language. A group of one is an ordinar
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from datetime import date
 
 from dueflow.tasks.core.addresses import Mailbox
@@ -31,7 +30,6 @@ from dueflow.tasks.core.render import (
     render,
     statement_context,
 )
-from dueflow.tasks.core.tone import Draft
 
 # What a statement template is named after: statement.LOCALE.PART for reminders,
 # statement.OVERDUE.en.PART for an escalation listing several invoices.
@@ -71,41 +69,30 @@ def statement_keys(due: pd.DataFrame, grouping: Statements) -> pd.Series:
     return alone.where(~grouped.to_numpy(), carrier.reindex(due.index).astype("string"))
 
 
-def _chosen_draft(rows: pd.DataFrame, drafts: Mapping[str, Draft]) -> Draft | None:
-    """The paragraph a statement says: the one planned for its firmest step (then its
-    smallest key) — reviewed sentences like every paragraph (G7)."""
-    ordered = rows.sort_values(["step_rank", "key"], ascending=[False, True])
-    return next((drafts[k] for k in ordered["key"] if k in drafts), None)
-
-
 def compose_statements(due: pd.DataFrame, carriers: pd.Series, history: pd.DataFrame, sender: Mailbox,
-                       drafts: Mapping[str, Draft] | None = None, as_of: date | None = None,
-                       look: EmailLook | None = None) -> Composed:
+                       as_of: date | None = None, look: EmailLook | None = None) -> Composed:
     """The statements of the rows of `due` that `carriers` (`statement_keys`) puts in one:
     one message per statement, stored on each of its rows under the carrier's Message-ID,
     each row naming its own invoice's PDF. A statement that cannot be rendered is a failure
-    of each of its rows, with why (G6)."""
+    of each of its rows, with why (G6). It carries no planned paragraph: the phrasebook's
+    sentences speak of one invoice, so a statement's words are all its template's (G7)."""
     look = look or DEFAULT_LOOK
-    drafts = drafts or {}
     steps = reminder_history(history[history["subject_id"].isin(due["subject_id"])])
-    emails, failures, used = [], [], []
+    emails, failures = [], []
     for carrier_key, rows in due.groupby(carriers.astype(str), sort=True):
         carrier = rows[rows["key"].astype(str) == carrier_key]
         escalation = str(carrier["step"].iloc[0]) == DunningStep.OVERDUE
         locale = DEFAULT_LOCALE if escalation else str(carrier["locale"].iloc[0])
-        draft = None if escalation else _chosen_draft(rows, drafts)
         try:
-            context = statement_context(rows, steps, draft.paragraph if draft else "", as_of, locale, look)
+            context = statement_context(rows, steps, "", as_of, locale, look)
             rendered = render(STATEMENT_KIND, locale, context,
                               DunningStep.OVERDUE.value if escalation else None, look)
-            message = _email(next(carrier.itertuples(index=False)), sender, rendered, draft, look)
+            message = _email(next(carrier.itertuples(index=False)), sender, rendered, look=look)
         except Exception as exc:
             why = f"could not render the statement {carrier_key}: {exc}"
             failures += [(str(k), why) for k in rows["key"]]
             continue
-        if draft is not None:
-            used.append(draft)
         for row in rows.itertuples(index=False):
-            own = _email(row, sender, rendered, draft, look)  # its own PDF and copies
+            own = _email(row, sender, rendered, look=look)  # its own PDF and copies
             emails.append(own.with_message_of(message, statement_key=carrier_key))
-    return Composed(emails, failures, used)
+    return Composed(emails, failures)

@@ -232,6 +232,10 @@ def test_a_statement_is_claimed_recorded_withdrawn_and_settled_as_one(kind):
         ledger.store_messages([message(k, "statement") | {"statement_key": k1, "message_id": "<s@x>"}
                                for k in (k1, k2, k3)])
         assert list(ledger.unsent_rows()["key"]) == [k1]  # the others go with their carrier, never alone
+        assert ledger.settle("t0", AS_OF, claim=[k2, k3]) == []  # asked for alone: never claimed
+        assert ledger.claims([k1, k2, k3]) == dict.fromkeys([k1, k2, k3], "unclaimed")
+        [carrier] = ledger.settle("t0", AS_OF, claim=[k3, k1, k2])  # with its carrier: one email
+        ledger.settle("t0", AS_OF, release=[k1])
         [carrier] = ledger.settle("t1", AS_OF, claim=[k1])
         assert [r.key for r in carrier.riders] == [k2, k3] and carrier.statement_key == k1
         assert ledger.claims([k1, k2, k3]) == dict.fromkeys([k1, k2, k3], "claimed")

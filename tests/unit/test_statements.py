@@ -274,3 +274,19 @@ def test_a_profile_chooses_statements_for_its_clients_over_the_setting(tmp_path)
     run(store, AS_OF, transport, env=env)
     assert sorted(transport.handed) == [r1("a1"), r1("b1"), r1("b2"), r1("c1")]  # cl2's profile: apart
     assert set(statuses(store).values()) == {"sent"} and len(statuses(store)) == 6
+
+
+def test_a_statement_rendered_again_goes_once_whatever_group_its_rows_are_claimed_in():
+    ids = [f"i{n:02}" for n in range(1, 13)]
+    store, transport = company({"cl0": ["a0"], "cl1": ids}), Keeping()
+    with pytest.raises(Died):
+        run_night(night_of(store, AS_OF, transport, env=REMINDERS), DiesBeforeDelivery())
+    store.sources.update("invoices", "i01", status="paid", paid_at=AS_OF.isoformat())  # type: ignore
+    later = run(store, AS_OF + timedelta(days=1), transport, env=REMINDERS)
+    # Twelve rows in batches of three: a0 alone first, then the statement's carrier and two
+    # of its rows in one claim group — one email, never one per row.
+    assert sorted(transport.handed) == [r1("a0"), r1("i02")]
+    rest = dict.fromkeys(map(r1, ids[1:]), "sent")
+    assert statuses(store) == {r1("a0"): "sent", r1("i01"): "failed"} | rest
+    sent_rows = later.rows[later.rows["status"].astype(str) == "sent"]
+    assert sorted(sent_rows["key"]) == [r1("a0"), *map(r1, ids[1:])]  # each row said once
