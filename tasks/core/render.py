@@ -237,9 +237,9 @@ def dunning_context(*, step: str, invoice_id: str, number: str, amount: str, cur
     }
 
 
-def statement_context(rows: pd.DataFrame, steps: Mapping[str, list[dict[str, str]]], paragraph: str,
+def statement_context(rows: pd.DataFrame, steps: Mapping[str, list[dict[str, str]]],
                       as_of: date | None, locale: str, look: EmailLook) -> dict[str, Any]:
-    """The documented variables of a statement (docs/emails.md): the client's, the paragraph,
+    """The documented variables of a statement (docs/emails.md): the client's,
     and `items`, one per invoice — each invoice's own reminder or escalation variables
     (`dunning_context`) — in the order of their due dates; `totals`, the sum per currency."""
     ordered = rows.sort_values(["due_date", "number", "key"], na_position="last", kind="stable")
@@ -252,7 +252,7 @@ def statement_context(rows: pd.DataFrame, steps: Mapping[str, list[dict[str, str
             step=row.step, invoice_id=row.subject_id, number=row.number, amount=row.amount,
             currency=row.currency, issue_date=_day(row.issue_date), due_date=_day(row.due_date),
             client_id=row.client_id, client_name=row.client_name, client_email=row.client_email,
-            history=steps.get(row.subject_id, []), paragraph=paragraph, as_of=as_of, locale=locale,
+            history=steps.get(row.subject_id, []), paragraph="", as_of=as_of, locale=locale,
             look=look, attachment=attached) | {"key": str(row.key),
                                                "step_label": said.steps.get(str(row.step), str(row.step))})
     first = items[0]
@@ -265,7 +265,6 @@ def statement_context(rows: pd.DataFrame, steps: Mapping[str, list[dict[str, str
         "overdue": any(item["overdue"] for item in items),
         "unreachable": any(item["unreachable"] for item in items),
         "totals": [format_money(amount, currency, locale) for currency, amount in sorted(totals.items())],
-        "paragraph": paragraph,
         "attachments": [item["attachment"] for item in items if item["attachment"]],
     }
 
@@ -519,9 +518,8 @@ def _sample_contexts(look: EmailLook) -> list[tuple[str, str | None, str, dict[s
                 "client_email": ["ap@client.example"] * 2,
                 "attachment_name": ["F-1.pdf", None], "attachment_sha256": ["0" * 64, None]})
             named = DunningStep.OVERDUE.value if step == DunningStep.OVERDUE else None
-            for paragraph in ("A paragraph.", ""):
-                context = statement_context(members, {"inv-1": history}, paragraph, as_of, locale, look)
-                samples.append(("statement", named, locale, context))
+            samples.append(("statement", named, locale,
+                            statement_context(members, {"inv-1": history}, as_of, locale, look)))
     return samples
 
 

@@ -84,7 +84,7 @@ def compose_statements(due: pd.DataFrame, carriers: pd.Series, history: pd.DataF
         escalation = str(carrier["step"].iloc[0]) == DunningStep.OVERDUE
         locale = DEFAULT_LOCALE if escalation else str(carrier["locale"].iloc[0])
         try:
-            context = statement_context(rows, steps, "", as_of, locale, look)
+            context = statement_context(rows, steps, as_of, locale, look)
             rendered = render(STATEMENT_KIND, locale, context,
                               DunningStep.OVERDUE.value if escalation else None, look)
             message = _email(next(carrier.itertuples(index=False)), sender, rendered, look=look)
