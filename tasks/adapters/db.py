@@ -977,6 +977,7 @@ def record_id_changes(engine: Engine, pairs: pd.DataFrame, decision: str,
                     params = {"old_key": row.key, "new_key": new_key, "new_id": new_id, "subject_form": form}
                     if conn.execute(text(statement("rekey_move")), params).rowcount:
                         conn.execute(text(statement("rekey_move_bounces")), params)
+                        conn.execute(text(statement("rekey_move_statement")), params)
                         count += 1
             conn.execute(text(statement("id_change_record")), {
                 "job": job, "old_id": old_id, "new_id": new_id, "decision": decision, "rows_moved": count,

@@ -284,6 +284,23 @@ def test_a_bounce_of_a_statement_marks_each_of_its_rows(kind):
         assert ledger.statuses([k1, k2]) == dict.fromkeys([k1, k2], "failed")
 
 
+@pytest.mark.parametrize("kind", ["sqlite", pytest.param("postgresql", marks=pytest.mark.pg)])
+def test_a_statement_whose_carrier_is_rekeyed_still_goes_as_one(kind):
+    k1, k2 = "dunning/i1/REMINDED_1", "dunning/i2/REMINDED_1"
+    with store_of(kind, STATEMENT_ROWS) as store:
+        ledger = store.ledger
+        ledger.reserve("dunning", candidates(dunning("i1"), dunning("i2")), AS_OF, "r1")
+        ledger.store_messages([message(k, "statement") | {"statement_key": k1, "message_id": "<s@x>"}
+                               for k in (k1, k2)])
+        engine = ledger.engine  # type: ignore[attr-defined]
+        pairs = pd.DataFrame({"job": ["dunning"], "old_id": ["i1"], "new_id": ["I-1"]})
+        assert db.record_id_changes(engine, pairs, "same", "tester") == {("dunning", "i1"): 1}
+        moved = "dunning/I-1/REMINDED_1"
+        assert list(ledger.unsent_rows()["key"]) == [moved]  # the statement is named by its new key
+        [carrier] = ledger.settle("t1", AS_OF, claim=[moved])
+        assert carrier.statement_key == moved and [r.key for r in carrier.riders] == [k2]
+
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_rows_no_longer_due_are_withdrawn_and_unrendered_ones_fail(kind):
     with store_of(kind, ROWS) as store:
