@@ -35,7 +35,7 @@ ALL_ROWS = 2**62  # sql/ledger_export.sql's LIMIT when there is none
 
 TEXT = ("key", "job", "subject_id", "cycle", "step", "status", "recipient", "subject", "draft_source",
         "draft_note", "tone_plan", "message_id", "smtp_response", "error", "flow_run_id", "cc_recipient",
-        "bcc_recipient", "attachment_name", "attachment_sha256", "attachment_note")
+        "bcc_recipient", "attachment_name", "attachment_sha256", "attachment_note", "statement_key")
 INTEGERS = ("step_rank", "attempts", "attachment_size")
 FLAGS = ("permanent",)
 DATES = ("as_of", "attempt_as_of")
@@ -45,7 +45,7 @@ COLUMNS = ("key", "job", "subject_id", "cycle", "step", "step_rank", "as_of", "s
            "smtp_response", "error",
            "retry_after", "flow_run_id", "created_at", "updated_at", "sending_at", "sent_at",
            "attempt_as_of", "cc_recipient", "bcc_recipient", "attachment_name", "attachment_sha256",
-           "attachment_size", "attachment_note", "pruned_at")
+           "attachment_size", "attachment_note", "pruned_at", "statement_key")
 
 # The terminal table: these columns, each at most this wide (the rest of a value is cut).
 TABLE_COLUMNS = {"as_of": 10, "status": 7, "attempts": 8, "key": 60, "recipient": 36, "error": 60}
