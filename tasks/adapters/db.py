@@ -29,7 +29,7 @@ from dueflow.tasks.core.bounces import copy_digests
 from dueflow.tasks.core.defaults import DB_LOCK_TIMEOUT
 from dueflow.tasks.core.frames import pd, records
 from dueflow.tasks.core.keys import Job, dunning_key, id_forms, parse_key, renewal_key
-from dueflow.tasks.core.message import OutgoingEmail, with_riders
+from dueflow.tasks.core.message import OutgoingEmail, whole_statements, with_riders
 from dueflow.tasks.core.outcomes import utc_stamp
 from dueflow.tasks.core.sources import DEFAULT_MAPPING, SourceMapping
 from dueflow.tasks.core.text import VALID_UTF8
@@ -638,7 +638,7 @@ def requeue_failed(database: Database, flow_run_id: str | None,
         won = {row[0] for row in conn.execute(text(statement("requeue_failed", dialect(engine))),
                                               {"keys": _key_list(engine, keys),
                                                "flow_run_id": flow_run_id})}
-        rows = [dict.fromkeys(MESSAGE_EXTRAS) | dict(m) for m in messages if m["key"] in won]
+        rows = [dict.fromkeys(MESSAGE_EXTRAS) | dict(m) for m in whole_statements(messages, won)]
         if rows:
             conn.execute(text(statement("store_message")), rows)
     return sorted(won)

@@ -23,7 +23,7 @@ from dueflow.tasks.core.bounces import copy_digests
 from dueflow.tasks.core.frames import pd
 from dueflow.tasks.core.guard import Approval, Figures, Tripped, each_night, night_row
 from dueflow.tasks.core.keys import Job, id_forms
-from dueflow.tasks.core.message import OutgoingEmail, with_riders
+from dueflow.tasks.core.message import OutgoingEmail, whole_statements, with_riders
 from dueflow.tasks.core.outcomes import utc_stamp
 from dueflow.tasks.core.ports import Store
 from dueflow.tasks.core.validate import business_dates
@@ -515,6 +515,7 @@ class MemoryLedger:
     def requeue_failed(self, flow_run_id: str | None, messages: Sequence[Mapping[str, Any]]) -> None:
         """sql/requeue_failed, then sql/store_message, in one transaction."""
         def work() -> None:
+            won = set()
             for message in messages:
                 row = self.rows.get(message["key"])
                 if row is None or row["status"] != "failed":
@@ -523,6 +524,8 @@ class MemoryLedger:
                            error=None, retry_after=None, attempts=0 if row["permanent"] else row["attempts"],
                            permanent=False, previous_recipient=row["recipient"], subject=None,
                            body_text=None, body_html=None, statement_key=None)
+                won.add(message["key"])
+            for message in whole_statements(messages, won):
                 self._store(message)
         self._tx(work)
 

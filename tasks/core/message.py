@@ -111,6 +111,14 @@ def with_riders(claim: Sequence[str], claimed: Mapping[str, OutgoingEmail]) -> l
     return [replace(claimed[key], riders=tuple(sorted(riders.get(key, ()), key=lambda e: e.key)))
             for key in claim if key in claimed and claimed[key].statement_key in (None, key)]
 
+
+def whole_statements(messages: Sequence[Mapping[str, Any]], won: set[str]) -> list[Mapping[str, Any]]:
+    """The messages of the keys `won` that can be stored as they are: an email of its own, or
+    a statement whose every row was won. A statement another run took a row of is not stored
+    (its rows stay pending without a message, and are rendered again as what this run holds)."""
+    lost = {m["statement_key"] for m in messages if m.get("statement_key") and m["key"] not in won}
+    return [m for m in messages if m["key"] in won and m.get("statement_key") not in lost]
+
 @dataclass(frozen=True)
 class Attachment:
     """An invoice PDF as the ledger row names it: where it is read from, the file name the

@@ -284,6 +284,24 @@ def test_a_bounce_of_a_statement_marks_each_of_its_rows(kind):
         assert ledger.statuses([k1, k2]) == dict.fromkeys([k1, k2], "failed")
 
 
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_retried_statement_is_stored_only_when_the_run_requeued_every_row_of_it(kind):
+    k1, k2 = "dunning/i1/REMINDED_1", "dunning/i2/REMINDED_1"
+    with store_of(kind, STATEMENT_ROWS) as store:
+        ledger = store.ledger
+        ledger.reserve("dunning", candidates(dunning("i1"), dunning("i2")), AS_OF, "r1")
+        ledger.store_messages([message(k, "statement") | {"statement_key": k1, "message_id": "<s@x>"}
+                               for k in (k1, k2)])
+        ledger.settle("t1", AS_OF, claim=[k1])
+        ledger.settle("t1", AS_OF, outcomes=[outcome_row(k1, SendResult(SendStatus.FAILED, error="451"))])
+        assert ledger.statuses([k1, k2]) == dict.fromkeys([k1, k2], "failed")
+        ledger.requeue_failed("other", [message(k2, "alone")])  # another run retried k2 first
+        ledger.requeue_failed("r2", [message(k, "again") | {"statement_key": k1, "message_id": "<s2@x>"}
+                                     for k in (k1, k2)])
+        unsent = ledger.unsent_rows()  # k1's statement lost k2: not stored, rendered again
+        assert list(unsent["key"]) == [k1, k2] and unsent["stored"].tolist() == [False, True]
+
+
 @pytest.mark.parametrize("kind", ["sqlite", pytest.param("postgresql", marks=pytest.mark.pg)])
 def test_a_statement_whose_carrier_is_rekeyed_still_goes_as_one(kind):
     k1, k2 = "dunning/i1/REMINDED_1", "dunning/i2/REMINDED_1"
