@@ -38,6 +38,7 @@ from dueflow.tasks.core.defaults import SMTP_MAX_CONNECTION_FAILURES
 from dueflow.tasks.core.message import OutgoingEmail
 from dueflow.tasks.core.outcomes import outcome_row
 from dueflow.tasks.core.ports import DeliveryLedger, MailTransport
+from dueflow.tasks.core.render import Addressed
 from dueflow.tasks.core.statuses import MailFault, RowStatus, SendStatus
 
 MAX_BATCH = 200
@@ -349,3 +350,13 @@ def after_a_crash(batch: Sequence[Recipient], settings: DeliverySettings,
         else:
             out.append(Delivery(item.key, item.recipient, RowStatus(state), f"its batch failed ({exc!r})"))
     return out
+
+
+def in_statements(deliveries: Sequence[Delivery], emails: Sequence[Addressed]) -> list[Delivery]:
+    """The deliveries of the emails sent, and one for each other row of a statement: its
+    carrier's outcome, which the ledger recorded on each of its rows (sql/record_outcome)."""
+    carried = {d.key: d for d in deliveries}
+    riders = [Delivery(e.key, e.recipient, d.status, f"in the statement of {d.key}: {d.detail or d.status}")
+              for e in emails if e.statement_key not in (None, e.key)
+              and (d := carried.get(str(e.statement_key))) is not None]
+    return [*deliveries, *riders]

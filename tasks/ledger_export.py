@@ -36,7 +36,8 @@ ALL_ROWS = 2**62  # sql/ledger_export.sql's LIMIT when there is none
 
 TEXT = ("key", "job", "subject_id", "cycle", "step", "status", "recipient", "subject", "draft_source",
         "draft_note", "tone_plan", "message_id", "smtp_response", "error", "flow_run_id", "cc_recipient",
-        "bcc_recipient", "attachment_name", "attachment_sha256", "attachment_note", "resolved_by")
+        "bcc_recipient", "attachment_name", "attachment_sha256", "attachment_note", "resolved_by",
+        "statement_key")
 INTEGERS = ("step_rank", "attempts", "attachment_size")
 FLAGS = ("permanent",)
 DATES = ("as_of", "attempt_as_of")
@@ -46,7 +47,8 @@ COLUMNS = ("key", "job", "subject_id", "cycle", "step", "step_rank", "as_of", "s
            "smtp_response", "error",
            "retry_after", "flow_run_id", "created_at", "updated_at", "sending_at", "sent_at",
            "attempt_as_of", "cc_recipient", "bcc_recipient", "attachment_name", "attachment_sha256",
-           "attachment_size", "attachment_note", "pruned_at", "resolved_by", "resolved_at")
+           "attachment_size", "attachment_note", "pruned_at", "resolved_by", "resolved_at",
+           "statement_key")
 
 # The terminal table: these columns, each at most this wide (the rest of a value is cut).
 # The status is the outcome's word (tasks/core/vocabulary.py) and what to do comes next;

@@ -63,6 +63,7 @@ from dueflow.tasks.deliver import (
     Recipient,
     after_a_crash,
     batches,
+    in_statements,
     stopped_because,
     with_second_pass,
 )
@@ -336,8 +337,12 @@ def send_earlier(night: Night, call: Steps) -> pd.DataFrame:
         failed_rows = unsent[unsent["key"].isin(failed)]
         rows.append(key_rows(failed_rows["key"].map(of_job), failed_rows, RowStatus.FAILED, failed,
                              retry=True))
-        items = [Recipient(k, r or "") for k, r in zip(ready["key"], ready["recipient"], strict=True)]
-        rows.append(delivery_rows(of_job, deliver(night, items, call), retry=True))
+        # Rows rendered again into a statement go with its carrier (tasks/core/statements.py).
+        riders = {e.key for e in composed.emails if e.statement_key not in (None, e.key)}
+        items = [Recipient(k, r or "") for k, r in zip(ready["key"], ready["recipient"], strict=True)
+                 if k not in riders]
+        delivered = in_statements(deliver(night, items, call), composed.addressed().emails)
+        rows.append(delivery_rows(of_job, delivered, retry=True))
     return concat_rows(rows)
 
 
@@ -401,9 +406,11 @@ def deliver_won(night: Night, job: NightJob, winners: pd.DataFrame, prepared: Pr
                     for e in prepared.emails} | dict(prepared.failures)
         return key_rows(job.name, winners, RowStatus.WOULD_SEND, subjects)
     failed = dict(prepared.failures)
-    items = [Recipient(e.key, e.recipient) for e in prepared.emails]
+    # A statement goes once, claimed by its carrier; its other rows share its outcome.
+    items = [Recipient(e.key, e.recipient) for e in prepared.emails if e.statement_key in (None, e.key)]
+    delivered = in_statements(deliver(night, items, call), prepared.emails)
     return concat_rows([key_rows(job.name, winners[winners["key"].isin(failed)], RowStatus.FAILED, failed),
-                        delivery_rows(job.name, deliver(night, items, call))])
+                        delivery_rows(job.name, delivered)])
 
 
 def deliver(night: Night, items: Sequence[Recipient], call: Steps) -> list[Delivery]:

@@ -23,7 +23,7 @@ from dueflow.tasks.core.bounces import copy_digests
 from dueflow.tasks.core.frames import pd
 from dueflow.tasks.core.guard import Approval, Figures, Tripped, each_night, night_row
 from dueflow.tasks.core.keys import Job, id_forms
-from dueflow.tasks.core.message import OutgoingEmail
+from dueflow.tasks.core.message import OutgoingEmail, whole_statements, with_riders
 from dueflow.tasks.core.outcomes import utc_stamp
 from dueflow.tasks.core.ports import Store
 from dueflow.tasks.core.validate import business_dates
@@ -47,7 +47,7 @@ OFF = ("0", "false", "f", "no", "n", "off", "")  # sql/fragments/invoice_open: a
 MESSAGE_FIELDS = ("recipient", "subject", "body_text", "body_html", "message_id", "draft_source",
                   "draft_note", "paragraph", "tone_plan", "refused_answer", "cc_recipient", "bcc_recipient",
                   "attachment_path", "attachment_name", "attachment_sha256", "attachment_size",
-                  "attachment_note")
+                  "attachment_note", "statement_key")
 PRUNED_FIELDS = ("recipient", "previous_recipient", "cc_recipient", "bcc_recipient", "subject", "body_text",
                  "body_html", "paragraph", "draft_note", "refused_answer", "smtp_response", "error",
                  "attachment_path", "attachment_name", "attachment_note")
@@ -325,29 +325,45 @@ class MemoryLedger:
                release: Sequence[str] = (), claim: Sequence[str] = ()) -> list[OutgoingEmail]:
         def work() -> list[OutgoingEmail]:
             now = self._now()
-            for outcome in outcomes:  # sql/record_outcome
-                row = self.rows.get(outcome["key"])
-                if row and row["status"] == "pending" and row["claim_token"] == token:
-                    row.update(status=outcome["status"], smtp_response=outcome["smtp_response"],
-                               error=outcome["error"], permanent=bool(outcome["permanent"]),
-                               retry_after=outcome["retry_after"], updated_at=now,
-                               sent_at=now if outcome["status"] == "sent" else row["sent_at"])
-            for key in release:  # sql/release_claims
-                row = self.rows.get(key)
-                if row and row["status"] == "pending" and row["claim_token"] == token:
+            for outcome in outcomes:  # sql/record_outcome: a statement's, on each of its rows
+                for row in self._with_riders([outcome["key"]]):
+                    if row["status"] == "pending" and row["claim_token"] == token:
+                        row.update(status=outcome["status"], smtp_response=outcome["smtp_response"],
+                                   error=outcome["error"], permanent=bool(outcome["permanent"]),
+                                   retry_after=outcome["retry_after"], updated_at=now,
+                                   sent_at=now if outcome["status"] == "sent" else row["sent_at"])
+            for row in self._with_riders(release):  # sql/release_claims
+                if row["status"] == "pending" and row["claim_token"] == token:
                     row.update(sending_at=None, claim_token=None, attempts=row["attempts"] - 1,
                                updated_at=now)
             claimed = {}
-            for key in claim:  # sql/claim_sending
-                row = self.rows.get(key)
-                if row and row["status"] == "pending" and row["body_text"] is not None \
+            for row in self._with_riders(claim):  # sql/claim_sending: a rider only with its carrier
+                if row["statement_key"] not in (None, row["key"]) and row["statement_key"] not in claim:
+                    continue
+                if row["status"] == "pending" and row["body_text"] is not None \
                         and (row["sending_at"] is None or row["claim_token"] == token):
                     row.update(attempts=row["attempts"] + (0 if row["claim_token"] == token else 1),
                                sending_at=now, attempt_as_of=as_of.isoformat(), claim_token=token,
                                updated_at=now)
-                    claimed[key] = _email(row)
-            return [claimed[key] for key in claim if key in claimed]
+                    claimed[row["key"]] = _email(row)
+            return with_riders(claim, claimed)
         return self._tx(work)
+
+    def _with_riders(self, keys: Sequence[str]) -> list[Row]:
+        """The rows of these keys and the rows of the statements they carry."""
+        wanted = set(keys)
+        return [row for row in self.rows.values()
+                if row["key"] in wanted or (row["statement_key"] or "") in wanted]
+
+    def _statement_of(self, key: str) -> list[Row]:
+        """The row of `key` and, when it is in a statement, every other row of it."""
+        row = self.rows.get(key)
+        if row is None:
+            return []
+        statement = row["statement_key"]
+        if statement is None:
+            return [row]
+        return [r for r in self.rows.values() if r["statement_key"] == statement]
 
     def statuses(self, keys: Sequence[str]) -> dict[str, str]:
         return self._tx(lambda: {key: self.rows[key]["status"] for key in keys if key in self.rows})
@@ -507,6 +523,7 @@ class MemoryLedger:
     def requeue_failed(self, flow_run_id: str | None, messages: Sequence[Mapping[str, Any]]) -> None:
         """sql/requeue_failed, then sql/store_message, in one transaction."""
         def work() -> None:
+            won = set()
             for message in messages:
                 row = self.rows.get(message["key"])
                 if row is None or row["status"] != "failed":
@@ -514,7 +531,9 @@ class MemoryLedger:
                 row.update(status="pending", sending_at=None, claim_token=None, flow_run_id=flow_run_id,
                            error=None, retry_after=None, attempts=0 if row["permanent"] else row["attempts"],
                            permanent=False, previous_recipient=row["recipient"], subject=None,
-                           body_text=None, body_html=None)
+                           body_text=None, body_html=None, statement_key=None)
+                won.add(message["key"])
+            for message in whole_statements(messages, won):
                 self._store(message)
         self._tx(work)
 
@@ -534,6 +553,13 @@ class MemoryLedger:
                     and row["sending_at"] is None and not self._still_due(row, as_of.isoformat())]
             for row in gone:
                 row.update(status="failed", error=NOT_DUE, updated_at=self._now())
+            broken = {row["statement_key"] for row in self.rows.values() if row["statement_key"] is not None
+                      and not (row["status"] == "pending" and row["sending_at"] is None)}
+            for row in self.rows.values():  # sql/unstore_broken_statements
+                if gone and row["status"] == "pending" and row["sending_at"] is None \
+                        and row["statement_key"] in broken:
+                    row.update(subject=None, body_text=None, body_html=None, message_id=None,
+                               statement_key=None, updated_at=self._now())
             return [row["key"] for row in gone]
         return self._tx(work)
 
@@ -541,7 +567,8 @@ class MemoryLedger:
         """sql/unsent."""
         rows = self._tx(lambda: sorted(
             ({**row, "stored": row["body_text"] is not None} for row in self.rows.values()
-             if row["status"] == "pending" and row["sending_at"] is None), key=lambda row: row["key"]))
+             if row["status"] == "pending" and row["sending_at"] is None
+             and row["statement_key"] in (None, row["key"])), key=lambda row: row["key"]))
         frame = _frame(rows, UNSENT_COLUMNS)
         return frame.assign(stored=frame["stored"].astype(bool))
 
@@ -591,37 +618,39 @@ class MemoryLedger:
     def mark_bounced(self, key: str, reason: str) -> None:
         """A bounce report for a delivered row (sql/bounce_rows): the twin of bounce intake."""
         def work() -> None:
-            row = self.rows[key]
-            if row["status"] == "sent":
-                row.update(status="bounced", error=reason, updated_at=self._now())
+            for row in self._statement_of(key):  # a statement's report marks each of its rows
+                if row["status"] == "sent":
+                    row.update(status="bounced", error=reason, updated_at=self._now())
             self.bounces.add(key)
         self._tx(work)
 
     def resolve(self, key: str, outcome: str, note: str, by: str | None = None) -> bool:
         """sql/resolve_pending: an operator settles a pending row (`sent` only once claimed)."""
         def work() -> bool:
-            row = self.rows.get(key)
-            if row is None or row["status"] != "pending" or (outcome == "sent" and row["sending_at"] is None):
-                return False
-            row.update(status=outcome, error=note, permanent=False, retry_after=None, updated_at=self._now(),
-                       attempts=0 if outcome == "failed" else row["attempts"],
-                       sent_at=self._now() if outcome == "sent" else row["sent_at"],
-                       resolved_by=by, resolved_at=self._now())
-            return True
+            settled = [row for row in self._statement_of(key) if row["status"] == "pending"
+                       and (outcome == "failed" or row["sending_at"] is not None)]
+            for row in settled:
+                row.update(status=outcome, error=note, permanent=False, retry_after=None,
+                           updated_at=self._now(), attempts=0 if outcome == "failed" else row["attempts"],
+                           sent_at=self._now() if outcome == "sent" else row["sent_at"],
+                           resolved_by=by, resolved_at=self._now())
+            return bool(settled)
         return self._tx(work)
 
     def resolve_retry(self, key: str, note: str, by: str | None = None) -> bool:
         """sql/resolve_retry (then sql/bounce_settle): a failed or bounced row goes once more
-        — a failed row due for its first attempt, which the next night requeues."""
+        — a failed row due for its first attempt, which the next night requeues; a
+        statement's, with every row of it."""
         def work() -> bool:
-            row = self.rows.get(key)
-            if row is None or row["status"] not in ("failed", "bounced"):
-                return False
-            row.update(status="failed", error=note, permanent=False, retry_after=None, attempts=0,
-                       sending_at=None, claim_token=None, resolved_by=by, resolved_at=self._now(),
-                       updated_at=self._now())
+            again = [row for row in self._statement_of(key) if row["status"] in ("failed", "bounced")]
+            for row in again:
+                row.update(status="failed", error=note, permanent=False, retry_after=None, attempts=0,
+                           sending_at=None, claim_token=None, resolved_by=by, resolved_at=self._now(),
+                           updated_at=self._now())
             self.bounces.discard(key)
-            return True
+            if again and again[0]["statement_key"]:
+                self.bounces.discard(again[0]["statement_key"])
+            return bool(again)
         return self._tx(work)
 
 
@@ -644,7 +673,7 @@ def _email(row: Mapping[str, Any]) -> OutgoingEmail:
                          bcc_recipient=row["bcc_recipient"], attachment_path=row["attachment_path"],
                          attachment_name=row["attachment_name"], attachment_sha256=row["attachment_sha256"],
                          attachment_size=None if _missing(row["attachment_size"])
-                         else int(row["attachment_size"]))
+                         else int(row["attachment_size"]), statement_key=row["statement_key"])
 
 
 def memory_store(contracts: Iterable[Mapping[str, Any]] = (), clients: Iterable[Mapping[str, Any]] = (),

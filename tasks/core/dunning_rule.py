@@ -50,6 +50,7 @@ DUNNING_COLUMNS = (
     "key", "subject_id", "cycle", "step", "step_rank", "recipient", "previous_by", "handled",
     "number", "amount", "currency", "issue_date", "due_date", "client_id", "client_name",
     "client_email", "locale", "notes", "days_in_step", "cc_recipient", "pdf_path", "due_since",
+    "statements",
 )
 ESCALATION_NEEDED = "OVERDUE escalation needs DUEFLOW_ESCALATION_TO set to a valid address"
 
@@ -255,6 +256,8 @@ def _dunning_rows(inv: Invoices, good: pd.Series, step: pd.Series, escalation_to
             "cc_recipient": cc,
             "pdf_path": column_text(rows, "pdf_path")[good],
             "due_since": due_since[good].dt.date,
+            # The client's profile's choice of statements (NA: DUEFLOW_STATEMENTS).
+            "statements": inv.profile.loc[good, "statements"].astype("string"),
         }
     )
 

@@ -1,5 +1,5 @@
 """Dunning profiles (docs/configuration.md, "Dunning profiles"): named sets of delays, start,
-steps, delay unit and escalation address, chosen per client (`clients.dunning_profile`).
+steps, delay unit, escalation address and statements, chosen per client (`clients.dunning_profile`).
 
 A client without a profile (the column absent, NULL or blank) is dunned by the run's own
 parameters: the default profile. A profile leaves out what it does not change, and takes
@@ -12,6 +12,7 @@ parsed here; reading the file is the settings' (blocks/settings.py).
     last_step = "OVERDUE"            # REMINDED_1 | REMINDED_2 | OVERDUE: where it stops
     unit = "business"                # calendar | business
     escalation_to = "kam@corp.example"
+    statements = "reminders"         # off | reminders | all: its clients' emails of a night as one
 """
 
 from __future__ import annotations
@@ -25,14 +26,14 @@ from typing import Literal
 from dueflow.tasks.core.addresses import is_address
 from dueflow.tasks.core.frames import pd
 from dueflow.tasks.core.keys import DUNNING_STEPS
-from dueflow.tasks.core.parameters import DUNNING_STARTS, MAX_DELAY_DAYS, DunningStart
+from dueflow.tasks.core.parameters import DUNNING_STARTS, MAX_DELAY_DAYS, STATEMENT_CHOICES, DunningStart
 
 DelayUnit = Literal["calendar", "business"]
 DELAY_UNITS: tuple[DelayUnit, ...] = ("calendar", "business")
 DEFAULT_PROFILE = "default"
 MAX_PROFILES = 100
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}")
-_KEYS = frozenset({"delays", "start", "last_step", "unit", "escalation_to"})
+_KEYS = frozenset({"delays", "start", "last_step", "unit", "escalation_to", "statements"})
 STEP_NAMES = tuple(s.value for s in DUNNING_STEPS)
 
 
@@ -48,6 +49,7 @@ class Profile:
     last_rank: int  # 1..3: the last step this profile takes (3: the escalation)
     unit: DelayUnit
     escalation_to: str | None  # None: DUEFLOW_ESCALATION_TO
+    statements: str | None = None  # off | reminders | all; None: DUEFLOW_STATEMENTS
 
 
 @dataclass(frozen=True)
@@ -66,6 +68,7 @@ class Profiles:
             "d3": [p.delays[2] for p in every], "start": [p.start for p in every],
             "last_rank": [p.last_rank for p in every], "unit": [p.unit for p in every],
             "escalation_to": pd.array([p.escalation_to for p in every], dtype="string"),
+            "statements": pd.array([p.statements for p in every], dtype="string"),
         }, index=pd.Index([p.name for p in every], dtype="string", name="profile"))
 
     def said(self) -> str:
@@ -138,5 +141,8 @@ def _profile(name: str, body: dict, base: Profile, where: str) -> Profile:
     escalation = body.get("escalation_to", base.escalation_to)
     if escalation is not None and (not isinstance(escalation, str) or not is_address(escalation.strip())):
         raise ProfileError(f"{where}: escalation_to must be one plain address, e.g. kam@corp.example")
+    statements = body.get("statements", base.statements)
+    if statements is not None and statements not in STATEMENT_CHOICES:
+        raise ProfileError(f"{where}: statements must be one of {', '.join(STATEMENT_CHOICES)}")
     return Profile(name, (delays[0], delays[1], delays[2]), start, STEP_NAMES.index(last) + 1, unit,
-                   escalation.strip() if escalation else None)
+                   escalation.strip() if escalation else None, statements)

@@ -32,7 +32,7 @@ from dueflow.tasks.core.frames import pd
 from dueflow.tasks.core.keys import DunningStep
 from dueflow.tasks.core.locales import DEFAULT_LOCALE, SUPPORTED_LOCALES, supported_locale, words
 from dueflow.tasks.core.message import OutgoingEmail, message_id_for
-from dueflow.tasks.core.money import format_money
+from dueflow.tasks.core.money import format_money, sums_by_currency
 from dueflow.tasks.core.statuses import LedgerStatus
 from dueflow.tasks.core.text import clean_line
 from dueflow.tasks.core.tone import Draft, PlanSource, read_plan, read_relationship
@@ -40,10 +40,11 @@ from dueflow.tasks.core.wording import count_days, long_date, relative_day
 
 SUBJECT_LIMIT = 250  # characters: a subject is read in a list, and data can be very long
 PARTS = ("subject", "txt", "html")
-KINDS = ("renewal", "dunning", "escalation")
+KINDS = ("renewal", "dunning", "escalation", "statement")
 # The steps a template file may be named after: renewal leads are any `{days}d`.
 KIND_STEPS = {"dunning": (DunningStep.REMINDED_1.value, DunningStep.REMINDED_2.value),
-              "escalation": (DunningStep.OVERDUE.value,)}
+              "escalation": (DunningStep.OVERDUE.value,),
+              "statement": (DunningStep.OVERDUE.value,)}  # statement.OVERDUE: escalations as one
 PAYMENT_LINK_FIELDS = ("number", "invoice_id", "amount", "currency")
 
 
@@ -258,6 +259,38 @@ def dunning_context(*, step: str, invoice_id: str, number: str, amount: str, cur
     }
 
 
+def statement_context(rows: pd.DataFrame, steps: Mapping[str, list[dict[str, str]]],
+                      as_of: date | None, locale: str, look: EmailLook) -> dict[str, Any]:
+    """The documented variables of a statement (docs/emails.md): the client's,
+    and `items`, one per invoice — each invoice's own reminder or escalation variables
+    (`dunning_context`) — in the order of their due dates; `totals`, the sum per currency."""
+    ordered = rows.sort_values(["due_date", "number", "key"], na_position="last", kind="stable")
+    said = words(locale)
+    items = []
+    row: Any
+    for row in ordered.itertuples(index=False):
+        attached = str(_cell(row, "attachment_name") or "") if _cell(row, "attachment_sha256") else ""
+        items.append(dunning_context(
+            step=row.step, invoice_id=row.subject_id, number=row.number, amount=row.amount,
+            currency=row.currency, issue_date=_day(row.issue_date), due_date=_day(row.due_date),
+            client_id=row.client_id, client_name=row.client_name, client_email=row.client_email,
+            history=steps.get(row.subject_id, []), paragraph="", as_of=as_of, locale=locale,
+            look=look, attachment=attached) | {"key": str(row.key),
+                                               "step_label": said.steps.get(str(row.step), str(row.step))})
+    first = items[0]
+    totals = sums_by_currency(ordered["amount"].astype("string"), ordered["currency"].astype("string"))
+    return {name: first[name] for name in ("locale", "company", "signature", "today", "client_id",
+                                           "client_name", "client_email", "payment_instructions")} | {
+        "items": items,
+        "count": len(items),
+        "reminder": max(int(item["reminder"]) for item in items),
+        "overdue": any(item["overdue"] for item in items),
+        "unreachable": any(item["unreachable"] for item in items),
+        "totals": [format_money(amount, currency, locale) for currency, amount in sorted(totals.items())],
+        "attachments": [item["attachment"] for item in items if item["attachment"]],
+    }
+
+
 # --------------------------------------------------------------------------- compose
 
 
@@ -297,8 +330,8 @@ class Composed:
 
     def addressed(self) -> Prepared:
         """What the steps after composing read, once the messages are stored."""
-        return Prepared([Addressed(e.key, e.recipient, e.subject, e.draft_source, e.attachment_note)
-                         for e in self.emails], self.failures, self.drafts)
+        return Prepared([Addressed(e.key, e.recipient, e.subject, e.draft_source, e.attachment_note,
+                                   e.statement_key) for e in self.emails], self.failures, self.drafts)
 
 
 @dataclass(frozen=True)
@@ -311,6 +344,7 @@ class Addressed:
     subject: str
     draft_source: str | None = None  # shown by a dry run
     attachment_note: str | None = None  # why a reminder goes without its invoice PDF
+    statement_key: str | None = None  # in a statement: its carrier's key (tasks/core/statements.py)
 
 
 @dataclass
@@ -435,8 +469,8 @@ def compose_dunning_emails(
     look = look or DEFAULT_LOOK
     # Only the history of tonight's invoices: the whole table is ~100k rows at scale.
     steps = reminder_history(history[history["subject_id"].isin(due["subject_id"])])
-    drafts = drafts or {}
-
+    keys = set(due["key"])
+    drafts = {key: draft for key, draft in (drafts or {}).items() if key in keys}  # these emails' own
     used: dict[str, Draft] = dict(drafts)
 
     def render_one(row: Any) -> OutgoingEmail:
@@ -494,6 +528,20 @@ def _sample_contexts(look: EmailLook) -> list[tuple[str, str | None, str, dict[s
                     client_id="cl-1", client_name=name, client_email="ap@client.example",
                     history=history, paragraph=paragraph, as_of=as_of, locale=locale, look=look,
                     attachment="F-1.pdf" if paragraph else "")))
+        for step in (DunningStep.REMINDED_1, DunningStep.REMINDED_2, DunningStep.OVERDUE):
+            if step == DunningStep.OVERDUE and locale != DEFAULT_LOCALE:
+                continue
+            members = pd.DataFrame({
+                "key": ["k1", "k2"], "step": [step.value, step.value], "subject_id": ["inv-1", "inv-2"],
+                "number": ["F-1", "F-2"], "amount": ["980.40", "15.00"], "currency": ["EUR", "USD"],
+                "issue_date": [as_of - timedelta(days=20)] * 2,
+                "due_date": [as_of - timedelta(days=6), as_of + timedelta(days=5)],
+                "client_id": ["cl-1"] * 2, "client_name": ["Client", "Client"],
+                "client_email": ["ap@client.example"] * 2,
+                "attachment_name": ["F-1.pdf", None], "attachment_sha256": ["0" * 64, None]})
+            named = DunningStep.OVERDUE.value if step == DunningStep.OVERDUE else None
+            samples.append(("statement", named, locale,
+                            statement_context(members, {"inv-1": history}, as_of, locale, look)))
     return samples
 
 

@@ -3,14 +3,14 @@ operator (`--by`, else the OS user) and the time on the row it settles — a pen
 said sent or failed, a bounced or failed one sent again (`--as retry`) — and both stay
 after the retry that follows, when the row's error is cleared.
 
-Revision ID: 0010
-Revises: 0009
+Revision ID: 0011
+Revises: 0010
 """
 
 from alembic import op
 
-revision = "0010"
-down_revision = "0009"
+revision = "0011"
+down_revision = "0010"
 branch_labels = None
 depends_on = None
 
