@@ -33,7 +33,7 @@ from dueflow.blocks.parsers import (
     whole,
 )
 from dueflow.tasks.core import defaults
-from dueflow.tasks.core.parameters import DUNNING_STARTS
+from dueflow.tasks.core.parameters import DUNNING_STARTS, STATEMENT_CHOICES
 
 UrlParser = Literal["sqlalchemy", "urlsplit"]  # the parser that connects with a URL setting
 
@@ -217,7 +217,8 @@ class SettingsTable:
     payment_instructions: str = setting(
         "DUEFLOW_PAYMENT_INSTRUCTIONS", multiline, "", group="email", shown="none",
         block=EMAIL.field("How to pay: bank account, reference…"),
-        doc="how to pay, in reminders (`\\n` starts a new line)")
+        doc="how to pay, in reminders (`\\n` starts a new line); a section per language under a line"
+            " `[es]`, `[de]` (`[en]`), the text before the first one for the others")
     payment_link: str = setting(
         "DUEFLOW_PAYMENT_LINK", text, "", group="email", shown="none",
         block=EMAIL.field("https://pay.example/{number}: {number}, {invoice_id}, {amount}, {currency}"),
@@ -292,6 +293,14 @@ class SettingsTable:
             " billing systems usually do). One reading: a profile's `start` wins for its clients, then the"
             " flow's `dunning_start` parameter (`dueflow run --dunning-start`) for one run, then this"
             " variable; `dueflow check` says which is in force")
+    statements: str = setting(
+        "DUEFLOW_STATEMENTS", one_of(STATEMENT_CHOICES), "off", group="dunning",
+        doc="`reminders`: a client with several invoices at a reminder step on one night gets one email"
+            " listing them all (each invoice with its number, amount, due date and step; every PDF"
+            " attached), instead of one per invoice; `all`: the escalations of one client's invoices go"
+            " as one too. Each invoice step keeps its own key: exactly once holds per invoice"
+            " ([design.md](design.md#statements)); a profile's `statements` wins for its clients. `off`: one"
+            " email per invoice step")
     dunning_minimum: str | None = setting(
         "DUEFLOW_DUNNING_MINIMUM", text, None, group="dunning", shown="none",
         doc="no reminder or escalation below this open amount, per currency: `EUR 5, USD 5, JPY 500`. Such"

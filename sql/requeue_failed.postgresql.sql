@@ -8,6 +8,7 @@ UPDATE dueflow_ledger AS x
 SET status = 'pending', sending_at = NULL, claim_token = NULL, flow_run_id = :flow_run_id,
     error = NULL, retry_after = NULL, updated_at = CURRENT_TIMESTAMP,
     attempts = CASE WHEN x.permanent THEN 0 ELSE x.attempts END, permanent = false,
-    previous_recipient = x.recipient, subject = NULL, body_text = NULL, body_html = NULL
+    previous_recipient = x.recipient, subject = NULL, body_text = NULL, body_html = NULL,
+    statement_key = NULL
 WHERE x.key = ANY(CAST(:keys AS text[])) AND x.status = 'failed'
 RETURNING key

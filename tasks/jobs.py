@@ -29,7 +29,7 @@ from dueflow.tasks.core.frames import pd
 from dueflow.tasks.core.invoice_pdf import PdfTemplate
 from dueflow.tasks.core.keys import CLIENT_STEPS, Job
 from dueflow.tasks.core.money import amounts_from_minor
-from dueflow.tasks.core.parameters import DunningStart, RunParameters
+from dueflow.tasks.core.parameters import DunningStart, RunParameters, Statements
 from dueflow.tasks.core.phrasebook import DRAFTED_STEPS, Phrasebook, default_phrasebook
 from dueflow.tasks.core.ports import Store
 from dueflow.tasks.core.profiles import default_profile
@@ -47,6 +47,7 @@ from dueflow.tasks.core.renewal_rule import (
     settled_apart,
     with_settled,
 )
+from dueflow.tasks.core.statements import compose_statements, statement_keys
 from dueflow.tasks.core.tone import FREE_TEXT_SOURCE, Draft, Fallback, payment_history_frame
 
 Extracted = dict[str, pd.DataFrame]
@@ -166,6 +167,7 @@ class DunningJob(NightJob):
     phrasebook: Phrasebook = field(default_factory=default_phrasebook)  # the reminders' reviewed sentences
     invoice_pdf: PdfTemplate | None = None  # DUEFLOW_INVOICE_PDF: the PDF each reminder carries
     rules: DunningRules | None = None  # profiles, calendar, minimums (None: the parameters alone)
+    statements: Statements = Statements.OFF  # DUEFLOW_STATEMENTS: a client's emails of a night as one
 
     def _bounds(self) -> tuple[tuple[int, ...], str]:
         """The shortest delays of every profile, and the start they count from ('any' when
@@ -216,7 +218,9 @@ class DunningJob(NightJob):
         a valid plan. Planning happens after reservation: the model is only ever asked
         about keys a run won (`ask_model`), once, and the paragraph is stored before
         sending; a retry resends the stored paragraph."""
-        reminders = winners[winners["step"].isin(DRAFTED_STEPS)]
+        # A statement's rows carry no paragraph (tasks/core/statements.py): nobody is asked.
+        reminders = winners[winners["step"].isin(DRAFTED_STEPS).to_numpy()
+                            & statement_keys(winners, self.statements).isna().to_numpy()]
         if reminders.empty:
             return []
         # Through the same text reading as the extract: no value of a source column can
@@ -239,8 +243,14 @@ class DunningJob(NightJob):
                 drafts: dict[str, Draft]) -> Composed:
         # The invoice PDF each reminder carries, checked and hashed now: its size and SHA-256
         # are stored with the message (G2) and the file must still match when it is sent.
-        composed = compose_dunning_emails(attach_invoices(winners, self.invoice_pdf), extracted["history"],
-                                          self.sender, drafts, as_of, self.look)
+        due = attach_invoices(winners, self.invoice_pdf)
+        carriers = statement_keys(due, self.statements)
+        alone = carriers.isna().to_numpy()
+        history = extracted["history"]
+        composed = compose_dunning_emails(due[alone], history, self.sender, drafts, as_of, self.look)
+        if not alone.all():
+            composed += compose_statements(due[~alone], carriers[~alone], history, self.sender, as_of,
+                                           self.look)
         return with_owed_states(composed, winners)
 
     def reread(self, store: Store, rows: pd.DataFrame, as_of: date) -> Extracted:
@@ -286,7 +296,7 @@ def night_jobs(settings: Settings, params: RunParameters,
             DunningJob(params.delays, params.dunning_start, settings.timezone, settings.escalation_address(),
                        sender, look, settings.llm, settings.phrasebook(), settings.invoice_pdf_template(),
                        dunning_rules(settings, params.delays, params.dunning_start, params.delay_unit,
-                                     calendar)))
+                                     calendar), Statements(settings.statements)))
 
 
 def dunning_rules(settings: Settings, delays: Sequence[int], start: DunningStart, unit: str,

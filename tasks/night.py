@@ -42,11 +42,13 @@ from dueflow.tasks.core.rekeying import PAIR_COLUMNS, new_subjects, respelled, s
 from dueflow.tasks.core.render import Composed, Prepared
 from dueflow.tasks.core.report import (
     RunSummary,
+    attention_level,
     bounced_rows,
     concat_rows,
     count_line,
     decision_line,
     drafts_frame,
+    extract_line,
     facts_of,
     key_rows,
     no_rows,
@@ -61,6 +63,7 @@ from dueflow.tasks.deliver import (
     Recipient,
     after_a_crash,
     batches,
+    in_statements,
     stopped_because,
     with_second_pass,
 )
@@ -175,11 +178,12 @@ def run_night(night: Night, call: Steps) -> RunSummary:
     log = night.log
     extracted: dict[Job, Extracted] = {}
     decisions: dict[Job, Decision] = {}
+    for job in night.jobs:  # the delays in force, which the run form's parameter cannot show
+        if (rules := getattr(job, "rules", None)) is not None:
+            log.info("%s: delays in force: %s", job.name, rules.profiles.said())
     for job in night.jobs:  # 1. extract and 2. decide: all before any write
         extracted[job.name] = read_sources(night, job, call)
-        log.info("%s: extracted %s", job.name, ", ".join(
-            f"{len(f):,} {'earlier ledger rows' if n == 'history' else n}"
-            for n, f in extracted[job.name].items()))
+        log.info("%s", extract_line(job.name, extracted[job.name]))
         decisions[job.name] = call(steps.decide, job, extracted[job.name], night.as_of)
         log.info("%s: %s", job.name, decision_line(decisions[job.name]))
     # Ids the ledger knows spelled another way: the source changed under the night, and
@@ -189,21 +193,28 @@ def run_night(night: Night, call: Steps) -> RunSummary:
     night, tonight = looked_at(night, decisions)  # a night that looks wrong waits for a person
     tonight.rows.append(earlier := send_earlier(night, call))
     if not earlier.empty:
-        log.info("earlier runs: %s", count_line(earlier))
+        log.log(attention_level(earlier), "earlier runs: %s", count_line(earlier))
     for job in night.jobs:
         decision = decisions[job.name]
         winners, job_rows = reserve(night, job, decision, call)              # 3. reserve
-        log.info("%s: %s %s of %s new", job.name, "would reserve" if night.params.dry_run else "reserved",
-                 f"{len(winners):,}", f"{len(decision.to_reserve):,}")
+        if night.params.dry_run:  # a dry run writes nothing: it says what it would do
+            log.info("%s: would reserve %s new email(s) (dry run: nothing is written)", job.name,
+                     f"{len(winners):,}")
+        else:
+            log.info("%s: reserved %s of %s new email(s)", job.name, f"{len(winners):,}",
+                     f"{len(decision.to_reserve):,}")
         prepared = compose(night, job, winners, extracted[job.name], call)   # 4. compose (and store)
         if not winners.empty:
-            log.info("%s: composed %s email(s)%s", job.name, f"{len(prepared.emails):,}",
-                     f", {len(prepared.failures)} could not be rendered" if prepared.failures else "")
-        if job.name == Job.DUNNING and not winners.empty:  # paid since the extract?
+            done = "rendered" if night.params.dry_run else "composed and stored"
+            log.log(logging.WARNING if prepared.failures else logging.INFO, "%s: %s %s email(s)%s", job.name,
+                    done, f"{len(prepared.emails):,}",
+                    f", {len(prepared.failures)} could not be rendered" if prepared.failures else "")
+        if job.name == Job.DUNNING and not winners.empty and not (night.params.dry_run or night.params.adopt):
+            # paid since the extract?
             prepared = restated(prepared, restate_owed(night, call))
         delivered = deliver_won(night, job, winners, prepared, call)          # 5. deliver
         if not delivered.empty:
-            log.info("%s: %s", job.name, count_line(delivered))
+            log.log(attention_level(delivered), "%s: %s", job.name, count_line(delivered))
         tonight.rows += [job_rows, delivered]
         tonight.won[job.name] = winners
         if night.params.dry_run and job.name == Job.DUNNING:  # the start's effect, before the first night
@@ -350,8 +361,14 @@ def send_earlier(night: Night, call: Steps) -> pd.DataFrame:
         failed_rows = unsent[unsent["key"].isin(failed)]
         rows.append(key_rows(failed_rows["key"].map(of_job), failed_rows, RowStatus.FAILED, failed,
                              retry=True))
-        items = [Recipient(k, r or "") for k, r in zip(ready["key"], ready["recipient"], strict=True)]
-        rows.append(delivery_rows(of_job, deliver(night, items, call), retry=True))
+        # Rows rendered again into a statement go with its carrier (tasks/core/statements.py).
+        riders = {e.key for e in composed.emails if e.statement_key not in (None, e.key)}
+        riders |= set(ready.loc[ready["statement_key"].notna().to_numpy()
+                                & ready["statement_key"].ne(ready["key"]).fillna(False).to_numpy(), "key"])
+        items = [Recipient(k, r or "") for k, r in zip(ready["key"], ready["recipient"], strict=True)
+                 if k not in riders]
+        delivered = in_statements(deliver(night, items, call), composed.addressed().emails)
+        rows.append(delivery_rows(of_job, delivered, retry=True))
     return concat_rows(rows)
 
 
@@ -363,7 +380,9 @@ def reserve(night: Night, job: NightJob, decision: Decision,
     ledger, params = night.store.ledger, night.params
     handled = already_in_ledger(decision)
     open_keys = ledger.open_keys() if len(handled) else {}
-    plan = plan_reservation(job.name, job.source, decision, open_keys, params.send_cap)
+    failed = ledger.failed_rows() if LedgerStatus.FAILED in open_keys.values() else None
+    plan = plan_reservation(job.name, job.source, decision, open_keys, params.send_cap, failed,
+                            params.retry_max_attempts)
     if params.dry_run:
         return plan.candidates, plan.rows
     if not plan.quarantined.empty:
@@ -398,7 +417,8 @@ def delivery_rows(jobs: str | dict[str, str], deliveries: Sequence[Delivery],
                   retry: bool = False) -> pd.DataFrame:
     frame = pd.DataFrame({"key": [d.key for d in deliveries], "recipient": [d.recipient for d in deliveries]})
     job = frame["key"].map(jobs) if isinstance(jobs, dict) else jobs
-    return key_rows(job, frame, [d.status for d in deliveries], [d.detail for d in deliveries], retry)
+    return key_rows(job, frame, [d.status for d in deliveries], [d.detail for d in deliveries], retry,
+                    [d.retry_after for d in deliveries])
 
 
 def deliver_won(night: Night, job: NightJob, winners: pd.DataFrame, prepared: Prepared,
@@ -412,9 +432,11 @@ def deliver_won(night: Night, job: NightJob, winners: pd.DataFrame, prepared: Pr
                     for e in prepared.emails} | dict(prepared.failures)
         return key_rows(job.name, winners, RowStatus.WOULD_SEND, subjects)
     failed = dict(prepared.failures)
-    items = [Recipient(e.key, e.recipient) for e in prepared.emails]
+    # A statement goes once, claimed by its carrier; its other rows share its outcome.
+    items = [Recipient(e.key, e.recipient) for e in prepared.emails if e.statement_key in (None, e.key)]
+    delivered = in_statements(deliver(night, items, call), prepared.emails)
     return concat_rows([key_rows(job.name, winners[winners["key"].isin(failed)], RowStatus.FAILED, failed),
-                        delivery_rows(job.name, deliver(night, items, call))])
+                        delivery_rows(job.name, delivered)])
 
 
 def deliver(night: Night, items: Sequence[Recipient], call: Steps) -> list[Delivery]:

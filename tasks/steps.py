@@ -203,6 +203,11 @@ def restate_owed(store: Store, jobs: Sequence[NightJob], as_of: date) -> Prepare
     changed = rows[rows["subject_id"].map(state).ne(rows["owed_state"]).to_numpy()]
     if changed.empty:
         return Prepared()
+    # A statement is one email: one of its invoices changed, all of it is rendered again.
+    statements = changed["statement_key"].dropna()
+    if not statements.empty:
+        changed = rows[rows["key"].isin(changed["key"]).to_numpy()
+                       | rows["statement_key"].isin(statements).to_numpy()]
     composed = dunning[0].render_again(store, changed, as_of)
     ledger.restate_messages([email.as_row() for email in composed.emails])
     ledger.record_unrendered(composed.failures)

@@ -29,7 +29,7 @@ from dueflow.tasks.core.bounces import copy_digests
 from dueflow.tasks.core.defaults import DB_LOCK_TIMEOUT
 from dueflow.tasks.core.frames import pd, records
 from dueflow.tasks.core.keys import Job, dunning_key, id_forms, parse_key, renewal_key
-from dueflow.tasks.core.message import OutgoingEmail
+from dueflow.tasks.core.message import OutgoingEmail, whole_statements, with_riders
 from dueflow.tasks.core.outcomes import utc_stamp
 from dueflow.tasks.core.sources import DEFAULT_MAPPING, SourceMapping
 from dueflow.tasks.core.text import VALID_UTF8
@@ -461,12 +461,13 @@ STORE_ARRAYS = {"keys": "key", "recipients": "recipient", "subjects": "subject",
                 "cc_recipients": "cc_recipient", "bcc_recipients": "bcc_recipient",
                 "attachment_paths": "attachment_path", "attachment_names": "attachment_name",
                 "attachment_sha256s": "attachment_sha256", "attachment_sizes": "attachment_size",
-                "attachment_notes": "attachment_note", "owed_states": "owed_state"}
+                "attachment_notes": "attachment_note", "owed_states": "owed_state",
+                "statement_keys": "statement_key"}
 # What a message row holds besides its text, None unless the message has it.
 MESSAGE_EXTRAS = ("draft_source", "draft_note", "paragraph", "tone_plan", "refused_answer",
                   "cc_recipient", "bcc_recipient",
                   "attachment_path", "attachment_name", "attachment_sha256", "attachment_size",
-                  "attachment_note", "owed_state")
+                  "attachment_note", "owed_state", "statement_key")
 # Messages per statement, at most, and characters of message text per statement, at most:
 # each statement's array literals are copied several times on their way to the server
 # (joined, escaped, encoded), so a statement of 5,000 messages of 10 KB raised the
@@ -558,9 +559,11 @@ def settle(
             cc_recipient=row.cc_recipient, bcc_recipient=row.bcc_recipient,
             attachment_path=row.attachment_path, attachment_name=row.attachment_name,
             attachment_sha256=row.attachment_sha256,
-            attachment_size=None if row.attachment_size is None else int(row.attachment_size))
+            attachment_size=None if row.attachment_size is None else int(row.attachment_size),
+            statement_key=row.statement_key)
             for row in rows}
-    return [claimed[key] for key in claim if key in claimed]
+    return with_riders(claim, claimed)
+
 
 
 def ledger_states(engine: Engine, keys: Sequence[str]) -> pd.DataFrame:
@@ -638,17 +641,22 @@ def requeue_failed(database: Database, flow_run_id: str | None,
         won = {row[0] for row in conn.execute(text(statement("requeue_failed", dialect(engine))),
                                               {"keys": _key_list(engine, keys),
                                                "flow_run_id": flow_run_id})}
-        rows = [dict.fromkeys(MESSAGE_EXTRAS) | dict(m) for m in messages if m["key"] in won]
+        rows = [dict.fromkeys(MESSAGE_EXTRAS) | dict(m) for m in whole_statements(messages, won)]
         if rows:
             conn.execute(text(statement("store_message")), rows)
     return sorted(won)
 
 
 def withdraw_unsent(database: Database, as_of: date) -> list[str]:
-    """Unclaimed pending rows no longer meant to go out become `failed` (known not sent)."""
+    """Unclaimed pending rows no longer meant to go out become `failed` (known not sent); the
+    other rows of a statement one of them was in lose their stored message
+    (sql/unstore_broken_statements)."""
     with writing(database.engine) as conn:
-        return [row[0] for row in conn.execute(text(database.source_statement("withdraw_unsent")),
-                                               {"as_of": as_of.isoformat()})]
+        withdrawn = [row[0] for row in conn.execute(text(database.source_statement("withdraw_unsent")),
+                                                    {"as_of": as_of.isoformat()})]
+        if withdrawn:  # a statement that lost a row is rendered again without it
+            conn.execute(text(statement("unstore_broken_statements")))
+        return withdrawn
 
 
 def restate_messages(engine: Engine, messages: Sequence[Mapping[str, Any]]) -> None:
@@ -682,13 +690,30 @@ def open_keys(engine: Engine) -> dict[str, str]:
     return dict(zip(frame["key"], frame["status"], strict=True))
 
 
-def resolve_pending(engine: Engine, key: str, outcome: str, note: str) -> bool:
-    """An operator settles a pending row: `sent` (only one that was handed to SMTP), or
-    `failed` (a later run sends it again)."""
+def failed_rows(engine: Engine) -> pd.DataFrame:
+    """Every failed row with why a night may not retry it (sql/failed_rows)."""
+    frame = read_frame(engine, statement("failed_rows"), {}, dtype=object)
+    return frame.assign(permanent=frame["permanent"].astype(bool), attempts=frame["attempts"].astype(int))
+
+
+def resolve_pending(engine: Engine, key: str, outcome: str, note: str, by: str | None = None) -> bool:
+    """An operator (`by`) settles a pending row: `sent` (only one that was handed to SMTP),
+    or `failed` (a later run sends it again)."""
     with writing(engine) as conn:
         result = conn.execute(text(statement("resolve_pending")),
-                              {"key": key, "outcome": outcome, "note": note})
-        return result.rowcount == 1
+                              {"key": key, "outcome": outcome, "note": note, "by": by})
+        return result.rowcount >= 1
+
+
+def resolve_retry(engine: Engine, key: str, note: str, by: str | None = None) -> bool:
+    """An operator (`by`) sends a failed (also permanently) or bounced row once more, to
+    the address the data says (sql/resolve_retry); its bounces no longer apply to it."""
+    with writing(engine) as conn:
+        changed = conn.execute(text(statement("resolve_retry")),
+                               {"key": key, "note": note, "by": by}).rowcount >= 1
+        if changed:
+            conn.execute(text(statement("bounce_settle")), {"key": key})
+        return changed
 
 
 PRUNE_BATCH = 5_000  # rows per statement of a prune: each a short transaction
@@ -814,11 +839,11 @@ def unsettled_rows(engine: Engine, limit: int = 50) -> pd.DataFrame:
 
 
 def unsettled_counts(engine: Engine) -> dict[str, int]:
-    """How many rows of the whole ledger are in doubt (`pending`, handed to SMTP), `failed`,
-    or never handed to SMTP (`unsent`: pending without a claim, sent by the next run), and
-    how many bounced."""
+    """How many rows of the whole ledger are in doubt (`pending`, handed to SMTP), `failed`
+    (retried later) or failed for good (`permanent`), never handed to SMTP (`unsent`: pending
+    without a claim, sent by the next run), and how many bounced."""
     frame = read_frame(engine, statement("unsettled_counts"), {})
-    return {"pending": 0, "failed": 0, "unsent": 0, "bounced": 0} | {
+    return {"pending": 0, "failed": 0, "permanent": 0, "unsent": 0, "bounced": 0} | {
         str(state): int(n) for state, n in frame.itertuples(index=False)}
 
 
@@ -916,12 +941,12 @@ def record_bounces(engine: Engine, bounces: pd.DataFrame, kept: pd.DataFrame) ->
     return marked
 
 
-def resolve_bounced(engine: Engine, key: str, outcome: str, note: str) -> bool:
-    """An operator settles a bounced row: `failed` (a later run sends it again, rendered
-    anew) or `sent`; its bounces no longer apply to it."""
+def resolve_bounced(engine: Engine, key: str, outcome: str, note: str, by: str | None = None) -> bool:
+    """An operator (`by`) settles a bounced row: `failed` (a later run sends it again,
+    rendered anew) or `sent`; its bounces no longer apply to it."""
     with writing(engine) as conn:
         changed = conn.execute(text(statement("resolve_bounced")),
-                               {"key": key, "outcome": outcome, "note": note}).rowcount == 1
+                               {"key": key, "outcome": outcome, "note": note, "by": by}).rowcount >= 1
         if changed:
             conn.execute(text(statement("bounce_settle")), {"key": key})
         return changed
@@ -985,6 +1010,7 @@ def record_id_changes(engine: Engine, pairs: pd.DataFrame, decision: str,
                     params = {"old_key": row.key, "new_key": new_key, "new_id": new_id, "subject_form": form}
                     if conn.execute(text(statement("rekey_move")), params).rowcount:
                         conn.execute(text(statement("rekey_move_bounces")), params)
+                        conn.execute(text(statement("rekey_move_statement")), params)
                         count += 1
             conn.execute(text(statement("id_change_record")), {
                 "job": job, "old_id": old_id, "new_id": new_id, "decision": decision, "rows_moved": count,

@@ -138,7 +138,8 @@ class FileOutbox(Transport):
         partial = final.with_suffix(".part")
         try:
             # What a recipient receives: the archive Bcc is in no header (a file has no envelope).
-            partial.write_bytes(message_bytes(email, self.sender, attachment=attached_bytes(email)))
+            partial.write_bytes(message_bytes(email, self.sender, attachment=attached_bytes(email),
+                                              rider_attachments=[attached_bytes(r) for r in email.riders]))
             os.replace(partial, final)
         except (OSError, ValueError) as exc:
             partial.unlink(missing_ok=True)
@@ -251,7 +252,9 @@ class SmtpTransport(Transport):
             # Built first: an email no header can carry, or whose invoice PDF is no longer the
             # one stored with it, fails before any byte leaves.
             payload = re.sub(rb"(?m)^\.", b"..", message_bytes(email, self.sender,
-                                                                attachment=attached_bytes(email)))
+                                                                attachment=attached_bytes(email),
+                                                                rider_attachments=[attached_bytes(r)
+                                                                                   for r in email.riders]))
             phase = "connect"
             if self._conn is None:
                 self._conn = self._connect()

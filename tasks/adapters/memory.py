@@ -24,7 +24,7 @@ from dueflow.tasks.core.bounces import copy_digests
 from dueflow.tasks.core.frames import pd
 from dueflow.tasks.core.guard import Approval, Figures, Tripped, each_night, night_row
 from dueflow.tasks.core.keys import Job, id_forms
-from dueflow.tasks.core.message import OutgoingEmail
+from dueflow.tasks.core.message import OutgoingEmail, whole_statements, with_riders
 from dueflow.tasks.core.outcomes import utc_stamp
 from dueflow.tasks.core.ports import Store
 from dueflow.tasks.core.validate import business_dates
@@ -54,7 +54,7 @@ OFF = ("0", "false", "f", "no", "n", "off", "")  # sql/fragments/invoice_open: a
 MESSAGE_FIELDS = ("recipient", "subject", "body_text", "body_html", "message_id", "draft_source",
                   "draft_note", "paragraph", "tone_plan", "refused_answer", "cc_recipient", "bcc_recipient",
                   "attachment_path", "attachment_name", "attachment_sha256", "attachment_size",
-                  "attachment_note", "owed_state")
+                  "attachment_note", "owed_state", "statement_key")
 PRUNED_FIELDS = ("recipient", "previous_recipient", "cc_recipient", "bcc_recipient", "subject", "body_text",
                  "body_html", "paragraph", "draft_note", "refused_answer", "smtp_response", "error",
                  "attachment_path", "attachment_name", "attachment_note")
@@ -63,9 +63,9 @@ NOT_DUE = ("not sent: no longer due when a run went to send it (contract changed
 RETRY_COLUMNS = ("key", "job", "subject_id", "cycle", "step", "step_rank", "as_of", "recipient", "permanent",
                  "paragraph", "draft_source", "draft_note", "tone_plan", "attachment_sha256")
 UNSENT_COLUMNS = ("key", "job", "subject_id", "cycle", "step", "step_rank", "as_of", "recipient", "paragraph",
-                  "draft_source", "draft_note", "tone_plan", "owed_state", "stored")
+                  "draft_source", "draft_note", "tone_plan", "owed_state", "statement_key", "stored")
 RESTATED_FIELDS = ("subject", "body_text", "body_html", "message_id", "attachment_path", "attachment_name",
-                   "attachment_sha256", "attachment_size", "attachment_note", "owed_state")
+                   "attachment_sha256", "attachment_size", "attachment_note", "owed_state", "statement_key")
 
 
 def sql_date(value: object) -> date | None:
@@ -409,29 +409,45 @@ class MemoryLedger:
                release: Sequence[str] = (), claim: Sequence[str] = ()) -> list[OutgoingEmail]:
         def work() -> list[OutgoingEmail]:
             now = self._now()
-            for outcome in outcomes:  # sql/record_outcome
-                row = self.rows.get(outcome["key"])
-                if row and row["status"] == "pending" and row["claim_token"] == token:
-                    row.update(status=outcome["status"], smtp_response=outcome["smtp_response"],
-                               error=outcome["error"], permanent=bool(outcome["permanent"]),
-                               retry_after=outcome["retry_after"], updated_at=now,
-                               sent_at=now if outcome["status"] == "sent" else row["sent_at"])
-            for key in release:  # sql/release_claims
-                row = self.rows.get(key)
-                if row and row["status"] == "pending" and row["claim_token"] == token:
+            for outcome in outcomes:  # sql/record_outcome: a statement's, on each of its rows
+                for row in self._with_riders([outcome["key"]]):
+                    if row["status"] == "pending" and row["claim_token"] == token:
+                        row.update(status=outcome["status"], smtp_response=outcome["smtp_response"],
+                                   error=outcome["error"], permanent=bool(outcome["permanent"]),
+                                   retry_after=outcome["retry_after"], updated_at=now,
+                                   sent_at=now if outcome["status"] == "sent" else row["sent_at"])
+            for row in self._with_riders(release):  # sql/release_claims
+                if row["status"] == "pending" and row["claim_token"] == token:
                     row.update(sending_at=None, claim_token=None, attempts=row["attempts"] - 1,
                                updated_at=now)
             claimed = {}
-            for key in claim:  # sql/claim_sending
-                row = self.rows.get(key)
-                if row and row["status"] == "pending" and row["body_text"] is not None \
+            for row in self._with_riders(claim):  # sql/claim_sending: a rider only with its carrier
+                if row["statement_key"] not in (None, row["key"]) and row["statement_key"] not in claim:
+                    continue
+                if row["status"] == "pending" and row["body_text"] is not None \
                         and (row["sending_at"] is None or row["claim_token"] == token):
                     row.update(attempts=row["attempts"] + (0 if row["claim_token"] == token else 1),
                                sending_at=now, attempt_as_of=as_of.isoformat(), claim_token=token,
                                updated_at=now)
-                    claimed[key] = _email(row)
-            return [claimed[key] for key in claim if key in claimed]
+                    claimed[row["key"]] = _email(row)
+            return with_riders(claim, claimed)
         return self._tx(work)
+
+    def _with_riders(self, keys: Sequence[str]) -> list[Row]:
+        """The rows of these keys and the rows of the statements they carry."""
+        wanted = set(keys)
+        return [row for row in self.rows.values()
+                if row["key"] in wanted or (row["statement_key"] or "") in wanted]
+
+    def _statement_of(self, key: str) -> list[Row]:
+        """The row of `key` and, when it is in a statement, every other row of it."""
+        row = self.rows.get(key)
+        if row is None:
+            return []
+        statement = row["statement_key"]
+        if statement is None:
+            return [row]
+        return [r for r in self.rows.values() if r["statement_key"] == statement]
 
     def statuses(self, keys: Sequence[str]) -> dict[str, str]:
         return self._tx(lambda: {key: self.rows[key]["status"] for key in keys if key in self.rows})
@@ -477,6 +493,14 @@ class MemoryLedger:
     def open_keys(self) -> dict[str, str]:
         return self._tx(lambda: {key: row["status"] for key, row in self.rows.items()
                                  if row["status"] in ("pending", "failed")})
+
+    def failed_rows(self) -> pd.DataFrame:
+        """sql/failed_rows."""
+        columns = ["key", "permanent", "attempts", "retry_after", "error"]
+        rows = self._tx(lambda: [[r[c] for c in columns] for k, r in sorted(self.rows.items())
+                                 if r["status"] == "failed"])
+        frame = pd.DataFrame(rows, columns=columns, dtype=object)
+        return frame.assign(permanent=frame["permanent"].astype(bool), attempts=frame["attempts"].astype(int))
 
     def ids_of_forms(self, job: str, forms: Sequence[str]) -> pd.DataFrame:
         wanted = set(forms)
@@ -594,6 +618,7 @@ class MemoryLedger:
     def requeue_failed(self, flow_run_id: str | None, messages: Sequence[Mapping[str, Any]]) -> None:
         """sql/requeue_failed, then sql/store_message, in one transaction."""
         def work() -> None:
+            won = set()
             for message in messages:
                 row = self.rows.get(message["key"])
                 if row is None or row["status"] != "failed":
@@ -601,7 +626,9 @@ class MemoryLedger:
                 row.update(status="pending", sending_at=None, claim_token=None, flow_run_id=flow_run_id,
                            error=None, retry_after=None, attempts=0 if row["permanent"] else row["attempts"],
                            permanent=False, previous_recipient=row["recipient"], subject=None,
-                           body_text=None, body_html=None)
+                           body_text=None, body_html=None, statement_key=None)
+                won.add(message["key"])
+            for message in whole_statements(messages, won):
                 self._store(message)
         self._tx(work)
 
@@ -621,6 +648,13 @@ class MemoryLedger:
                     and row["sending_at"] is None and not self._still_due(row, as_of.isoformat())]
             for row in gone:
                 row.update(status="failed", error=NOT_DUE, updated_at=self._now())
+            broken = {row["statement_key"] for row in self.rows.values() if row["statement_key"] is not None
+                      and not (row["status"] == "pending" and row["sending_at"] is None)}
+            for row in self.rows.values():  # sql/unstore_broken_statements
+                if gone and row["status"] == "pending" and row["sending_at"] is None \
+                        and row["statement_key"] in broken:
+                    row.update(subject=None, body_text=None, body_html=None, message_id=None,
+                               statement_key=None, updated_at=self._now())
             return [row["key"] for row in gone]
         return self._tx(work)
 
@@ -651,10 +685,11 @@ class MemoryLedger:
     def unsettled_counts(self) -> dict[str, int]:
         """sql/unsettled_counts."""
         def work() -> dict[str, int]:
-            counts = {"pending": 0, "failed": 0, "unsent": 0, "bounced": 0}
+            counts = {"pending": 0, "failed": 0, "permanent": 0, "unsent": 0, "bounced": 0}
             for row in self.rows.values():
                 if row["status"] in ("pending", "failed", "bounced"):
                     counts["unsent" if row["status"] == "pending" and row["sending_at"] is None
+                           else "permanent" if row["status"] == "failed" and row["permanent"]
                            else row["status"]] += 1
             return counts
         return self._tx(work)
@@ -677,22 +712,39 @@ class MemoryLedger:
     def mark_bounced(self, key: str, reason: str) -> None:
         """A bounce report for a delivered row (sql/bounce_rows): the twin of bounce intake."""
         def work() -> None:
-            row = self.rows[key]
-            if row["status"] == "sent":
-                row.update(status="bounced", error=reason, updated_at=self._now())
+            for row in self._statement_of(key):  # a statement's report marks each of its rows
+                if row["status"] == "sent":
+                    row.update(status="bounced", error=reason, updated_at=self._now())
             self.bounces.add(key)
         self._tx(work)
 
-    def resolve(self, key: str, outcome: str, note: str) -> bool:
+    def resolve(self, key: str, outcome: str, note: str, by: str | None = None) -> bool:
         """sql/resolve_pending: an operator settles a pending row (`sent` only once claimed)."""
         def work() -> bool:
-            row = self.rows.get(key)
-            if row is None or row["status"] != "pending" or (outcome == "sent" and row["sending_at"] is None):
-                return False
-            row.update(status=outcome, error=note, permanent=False, retry_after=None, updated_at=self._now(),
-                       attempts=0 if outcome == "failed" else row["attempts"],
-                       sent_at=self._now() if outcome == "sent" else row["sent_at"])
-            return True
+            settled = [row for row in self._statement_of(key) if row["status"] == "pending"
+                       and (outcome == "failed" or row["sending_at"] is not None)]
+            for row in settled:
+                row.update(status=outcome, error=note, permanent=False, retry_after=None,
+                           updated_at=self._now(), attempts=0 if outcome == "failed" else row["attempts"],
+                           sent_at=self._now() if outcome == "sent" else row["sent_at"],
+                           resolved_by=by, resolved_at=self._now())
+            return bool(settled)
+        return self._tx(work)
+
+    def resolve_retry(self, key: str, note: str, by: str | None = None) -> bool:
+        """sql/resolve_retry (then sql/bounce_settle): a failed or bounced row goes once more
+        — a failed row due for its first attempt, which the next night requeues; a
+        statement's, with every row of it."""
+        def work() -> bool:
+            again = [row for row in self._statement_of(key) if row["status"] in ("failed", "bounced")]
+            for row in again:
+                row.update(status="failed", error=note, permanent=False, retry_after=None, attempts=0,
+                           sending_at=None, claim_token=None, resolved_by=by, resolved_at=self._now(),
+                           updated_at=self._now())
+            self.bounces.discard(key)
+            if again and again[0]["statement_key"]:
+                self.bounces.discard(again[0]["statement_key"])
+            return bool(again)
         return self._tx(work)
 
 
@@ -705,7 +757,8 @@ def ledger_row(x: Mapping[str, Any], job: str, as_of: date, flow_run_id: str | N
             "status": status, "attempts": 0, "permanent": False, "retry_after": None, "created_at": now,
             "updated_at": now, "sent_at": None, "sending_at": None, "claim_token": None,
             "attempt_as_of": None, "smtp_response": None, "error": None, "previous_recipient": None,
-            "pruned_at": None, "copy_digests": None, **dict.fromkeys(MESSAGE_FIELDS)}
+            "pruned_at": None, "copy_digests": None, "resolved_by": None, "resolved_at": None,
+            **dict.fromkeys(MESSAGE_FIELDS)}
 
 
 def _email(row: Mapping[str, Any]) -> OutgoingEmail:
@@ -714,7 +767,7 @@ def _email(row: Mapping[str, Any]) -> OutgoingEmail:
                          bcc_recipient=row["bcc_recipient"], attachment_path=row["attachment_path"],
                          attachment_name=row["attachment_name"], attachment_sha256=row["attachment_sha256"],
                          attachment_size=None if _missing(row["attachment_size"])
-                         else int(row["attachment_size"]))
+                         else int(row["attachment_size"]), statement_key=row["statement_key"])
 
 
 def memory_store(contracts: Iterable[Mapping[str, Any]] = (), clients: Iterable[Mapping[str, Any]] = (),

@@ -152,6 +152,13 @@ class SqlLedger:
     def open_keys(self) -> dict[str, str]:
         return db.open_keys(self.engine)
 
+    def failed_rows(self) -> pd.DataFrame:
+        return db.failed_rows(self.engine)
+
+    def resolve_retry(self, key: str, note: str, by: str | None = None) -> bool:
+        """An operator's `resolve --as retry` (sql/resolve_retry); the twin mirrors it."""
+        return db.resolve_retry(self.engine, key, note, by)
+
     def ids_of_forms(self, job: str, forms: Sequence[str]) -> pd.DataFrame:
         return db.ledger_ids_of_forms(self.engine, job, forms)
 

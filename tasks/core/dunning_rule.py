@@ -55,6 +55,7 @@ DUNNING_COLUMNS = (
     "invoice_amount", "received", "received_on", "credited", "payment_state",
     # What a profile's step states besides, never added to it (charges.py); the profile's name.
     "profile", *CHARGE_COLUMNS,
+    "statements",
 )
 ESCALATION_NEEDED = "OVERDUE escalation needs DUEFLOW_ESCALATION_TO set to a valid address"
 PAID_BY_PAYMENTS = "nothing left to pay: paid in full by its payments and credit notes"
@@ -275,6 +276,8 @@ def _dunning_rows(inv: Invoices, good: pd.Series, step: pd.Series, escalation_to
             "credited": inv.owed.loc[good, "credited"],
             "payment_state": inv.owed.loc[good, "state"],
             "profile": inv.profile.loc[good, "name"].fillna(""),
+            # The client's profile's choice of statements (NA: DUEFLOW_STATEMENTS).
+            "statements": inv.profile.loc[good, "statements"].astype("string"),
         }
     )
 

@@ -20,7 +20,8 @@ import binascii
 import hashlib
 import hmac
 import re
-from dataclasses import asdict, dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, replace
 from datetime import datetime
 from email.utils import format_datetime
 from functools import cache
@@ -68,9 +69,29 @@ class OutgoingEmail:
     attachment_note: str | None = None
     # Reminders: what the amount the body states was read from (sql/fragments/payment_state).
     owed_state: str | None = None
+    # One statement per client (tasks/core/statements.py): the key of the statement's carrier,
+    # on each of its rows; None for an email of its own.
+    statement_key: str | None = None
+    # The other rows of a statement, claimed with its carrier: their invoice PDFs go in the
+    # one email. Never stored (each row stores its own).
+    riders: tuple[OutgoingEmail, ...] = ()
 
     def as_row(self) -> dict[str, Any]:
-        return asdict(self)
+        row = asdict(replace(self, riders=()))
+        del row["riders"]
+        return row
+
+    def with_message_of(self, statement: OutgoingEmail, statement_key: str) -> OutgoingEmail:
+        """This row's email carrying a statement's message: its subject, bodies and
+        Message-ID; its own addressing and PDF stay."""
+        return replace(self, subject=statement.subject, body_text=statement.body_text,
+                       body_html=statement.body_html, message_id=statement.message_id,
+                       statement_key=statement_key)
+
+    @property
+    def attachments(self) -> list[Attachment]:
+        """Every file the email carries: its own, then its riders' (a statement)."""
+        return [a for a in (e.attachment for e in (self, *self.riders)) if a is not None]
 
     @property
     def attachment(self) -> Attachment | None:
@@ -80,6 +101,25 @@ class OutgoingEmail:
         return Attachment(str(self.attachment_path), str(self.attachment_name), self.attachment_sha256,
                           int(self.attachment_size or 0))
 
+
+def with_riders(claim: Sequence[str], claimed: Mapping[str, OutgoingEmail]) -> list[OutgoingEmail]:
+    """The emails of the claimed keys, in the order asked, each statement's carrier with the
+    other rows claimed with it (their PDFs go in the one email); those rows are never an
+    email of their own, even when asked for."""
+    riders: dict[str, list[OutgoingEmail]] = {}
+    for email in claimed.values():
+        if email.statement_key is not None and email.statement_key != email.key:
+            riders.setdefault(email.statement_key, []).append(email)
+    return [replace(claimed[key], riders=tuple(sorted(riders.get(key, ()), key=lambda e: e.key)))
+            for key in claim if key in claimed and claimed[key].statement_key in (None, key)]
+
+
+def whole_statements(messages: Sequence[Mapping[str, Any]], won: set[str]) -> list[Mapping[str, Any]]:
+    """The messages of the keys `won` that can be stored as they are: an email of its own, or
+    a statement whose every row was won. A statement another run took a row of is not stored
+    (its rows stay pending without a message, and are rendered again as what this run holds)."""
+    lost = {m["statement_key"] for m in messages if m.get("statement_key") and m["key"] not in won}
+    return [m for m in messages if m["key"] in won and m.get("statement_key") not in lost]
 
 @dataclass(frozen=True)
 class Attachment:
@@ -273,11 +313,13 @@ def check_attachment(email: OutgoingEmail, data: bytes | None) -> None:
 
 
 def message_bytes(email: OutgoingEmail, sender: Mailbox, now: datetime | None = None,
-                  attachment: bytes | None = None) -> bytes:
+                  attachment: bytes | None = None, rider_attachments: Sequence[bytes | None] = ()) -> bytes:
     """The message exactly as sent: text and HTML alternatives, quoted-printable bodies,
     CRLF lines, the Date in the sender's time zone, Reply-To when the sender has one, Cc
     when the email has a copy for the account manager; with `attachment` (the bytes of the
-    invoice PDF its ledger row names), multipart/mixed with the PDF after the alternative.
+    invoice PDF its ledger row names), multipart/mixed with the PDF after the alternative;
+    a statement's `rider_attachments` (the bytes its other rows name, in `email.riders`'
+    order) follow it.
     The archive Bcc is never written: it is only a recipient of the envelope.
     Raises ValueError for an email no header can carry, and AttachmentChanged for bytes
     that are not the ones stored (the send then fails before any byte leaves: `failed`,
@@ -290,13 +332,20 @@ def message_bytes(email: OutgoingEmail, sender: Mailbox, now: datetime | None = 
     if not _MESSAGE_ID.fullmatch(email.message_id):
         raise ValueError(f"malformed Message-ID: {email.message_id[:60]!r}")
     check_attachment(email, attachment)
+    if len(rider_attachments) != len(email.riders):
+        raise ValueError("one attachment (or None) is needed per rider of a statement")
+    for rider, data in zip(email.riders, rider_attachments, strict=True):
+        check_attachment(rider, data)
+    named_files = [(email.attachment, attachment),
+                   *((r.attachment, d) for r, d in zip(email.riders, rider_attachments, strict=True))]
+    files = [(named, data) for named, data in named_files if named is not None and data is not None]
     boundary = "dueflow-" + email.message_id[1:25]
     reply_to = getattr(sender, "reply_to", None)
     cc = email.cc_recipient if email.cc_recipient and email.cc_recipient.lower() != email.recipient.lower() \
         else None
     # The outer boundary holds "=_", which no quoted-printable or base64 text can contain.
     mixed = "=_dueflow_mixed_" + re.sub(r"[^A-Za-z0-9]", "", email.message_id)[:24]
-    content_type = (f"multipart/mixed; boundary=\"{mixed}\"" if attachment is not None
+    content_type = (f"multipart/mixed; boundary=\"{mixed}\"" if files
                     else f"multipart/alternative; boundary=\"{boundary}\"")
     head = (
         f"From: {mailbox_header(sender)}\r\n"
@@ -315,15 +364,14 @@ def message_bytes(email: OutgoingEmail, sender: Mailbox, now: datetime | None = 
         f"--{boundary}\r\n".encode(), _part("text/html", email.body_html),
         f"--{boundary}--\r\n".encode(),
     ]
-    if attachment is None:
+    if not files:
         return b"".join([head.encode("ascii"), *alternative])
-    named = email.attachment
-    assert named is not None  # check_attachment: bytes come only with a named file
     return b"".join([
         head.encode("ascii"),
         f"--{mixed}\r\n".encode(),
         f"Content-Type: multipart/alternative; boundary=\"{boundary}\"\r\n\r\n".encode(),
         *alternative,
-        f"--{mixed}\r\n".encode(), _attachment_part(named, attachment),
+        *(part for named, data in files
+          for part in (f"--{mixed}\r\n".encode(), _attachment_part(named, data))),
         f"--{mixed}--\r\n".encode(),
     ])

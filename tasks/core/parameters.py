@@ -11,6 +11,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
+from enum import StrEnum
 from typing import Literal
 
 from dueflow.tasks.core.defaults import (
@@ -25,6 +26,18 @@ from dueflow.tasks.core.locales import SUPPORTED_LOCALES
 
 DunningStart = Literal["sent", "due"]
 DUNNING_STARTS: tuple[DunningStart, ...] = ("sent", "due")
+
+
+class Statements(StrEnum):
+    """DUEFLOW_STATEMENTS: which of a client's emails of one night go as one."""
+
+    OFF = "off"  # one email per invoice step (the default)
+    REMINDERS = "reminders"  # a client's reminders as one statement
+    ALL = "all"  # and the escalations of one client's invoices as one
+
+
+STATEMENT_CHOICES: tuple[str, ...] = tuple(s.value for s in Statements)
+
 DELAY_UNITS = ("calendar", "business")  # dunning_delay_unit: how the delays count days
 
 # The ranges the run form shows (flows/nightly_alerts.py) and this module enforces.

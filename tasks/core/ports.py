@@ -120,6 +120,10 @@ class Ledger(DeliveryLedger, Protocol):
         """Every pending or failed key, with its status."""
         ...
 
+    def failed_rows(self) -> pd.DataFrame:
+        """Every failed row: key, permanent, attempts, retry_after, error (sql/failed_rows)."""
+        ...
+
     def ids_of_forms(self, job: str, forms: Sequence[str]) -> pd.DataFrame:
         """The subjects of `job` (subject_id, subject_form) with one of these forms."""
         ...

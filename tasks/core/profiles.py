@@ -1,5 +1,5 @@
 """Dunning profiles (docs/configuration.md, "Dunning profiles"): named sets of delays, start,
-steps, delay unit and escalation address, chosen per client (`clients.dunning_profile`).
+steps, delay unit, escalation address and statements, chosen per client (`clients.dunning_profile`).
 
 A client without a profile (the column absent, NULL or blank) is dunned by the run's own
 parameters: the default profile. A profile leaves out what it does not change, and takes
@@ -16,6 +16,7 @@ parsed here; reading the file is the settings' (blocks/settings.py).
     fees = { REMINDED_2 = "EUR 10, GBP 8" }          # a fixed fee, per currency
     interest = ["REMINDED_2", "OVERDUE"]            # statutory interest and compensation
     pay_within = { REMINDED_1 = 14, REMINDED_2 = 14 }  # business days after the send date
+    statements = "reminders"         # off | reminders | all: its clients' emails of a night as one
 """
 
 from __future__ import annotations
@@ -31,14 +32,15 @@ from dueflow.tasks.core.charges import StepCharges
 from dueflow.tasks.core.frames import pd
 from dueflow.tasks.core.keys import DUNNING_STEPS
 from dueflow.tasks.core.money import parse_minimums
-from dueflow.tasks.core.parameters import DUNNING_STARTS, MAX_DELAY_DAYS, DunningStart
+from dueflow.tasks.core.parameters import DUNNING_STARTS, MAX_DELAY_DAYS, STATEMENT_CHOICES, DunningStart
 
 DelayUnit = Literal["calendar", "business"]
 DELAY_UNITS: tuple[DelayUnit, ...] = ("calendar", "business")
 DEFAULT_PROFILE = "default"
 MAX_PROFILES = 100
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}")
-_KEYS = frozenset({"delays", "start", "last_step", "unit", "escalation_to", "fees", "interest", "pay_within"})
+_KEYS = frozenset({"delays", "start", "last_step", "unit", "escalation_to", "fees", "interest", "pay_within",
+                   "statements"})
 MAX_PAY_WITHIN = 365
 STEP_NAMES = tuple(s.value for s in DUNNING_STEPS)
 
@@ -56,6 +58,7 @@ class Profile:
     unit: DelayUnit
     escalation_to: str | None  # None: DUEFLOW_ESCALATION_TO
     charges: Mapping[str, StepCharges] = field(default_factory=dict)  # per step: fees, interest, pay-by
+    statements: str | None = None  # off | reminders | all; None: DUEFLOW_STATEMENTS
 
 
 @dataclass(frozen=True)
@@ -75,6 +78,7 @@ class Profiles:
             "d3": [p.delays[2] for p in every], "start": [p.start for p in every],
             "last_rank": [p.last_rank for p in every], "unit": [p.unit for p in every],
             "escalation_to": pd.array([p.escalation_to for p in every], dtype="string"),
+            "statements": pd.array([p.statements for p in every], dtype="string"),
         }, index=pd.Index([p.name for p in every], dtype="string", name="profile"))
 
     def step_charges(self) -> dict[tuple[str, str], StepCharges]:
@@ -85,6 +89,16 @@ class Profiles:
     def interest(self) -> bool:
         """Some profile states statutory interest (DUEFLOW_REFERENCE_RATES is then needed)."""
         return any(said.interest for said in self.step_charges().values())
+
+    def said(self) -> str:
+        """The delays in force, as the run's log says them: the run's own (clients without
+        a profile), then each profile's — what the run form's dunning_delays cannot show."""
+        def one(p: Profile) -> str:
+            unit = " business" if p.unit == "business" else ""
+            return f"{', '.join(map(str, p.delays))}{unit} days from {p.start}"
+
+        named = "; ".join(f"profile {name!r} {one(p)}" for name, p in self.named.items())
+        return f"clients without a profile {one(self.default)}" + (f"; {named}" if named else "")
 
     def starts(self) -> set[str]:
         return {self.default.start, *(p.start for p in self.named.values())}
@@ -146,8 +160,11 @@ def _profile(name: str, body: dict, base: Profile, where: str) -> Profile:
     escalation = body.get("escalation_to", base.escalation_to)
     if escalation is not None and (not isinstance(escalation, str) or not is_address(escalation.strip())):
         raise ProfileError(f"{where}: escalation_to must be one plain address, e.g. kam@corp.example")
+    statements = body.get("statements", base.statements)
+    if statements is not None and statements not in STATEMENT_CHOICES:
+        raise ProfileError(f"{where}: statements must be one of {', '.join(STATEMENT_CHOICES)}")
     return Profile(name, (delays[0], delays[1], delays[2]), start, STEP_NAMES.index(last) + 1, unit,
-                   escalation.strip() if escalation else None, _charges(body, where))
+                   escalation.strip() if escalation else None, _charges(body, where), statements)
 
 
 def _charges(body: dict, where: str) -> dict[str, StepCharges]:

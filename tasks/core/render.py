@@ -13,6 +13,7 @@ one clear error at start-up, never a failed email at night.
 from __future__ import annotations
 
 import os
+import re
 import traceback
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -32,7 +33,7 @@ from dueflow.tasks.core.frames import pd
 from dueflow.tasks.core.keys import DunningStep
 from dueflow.tasks.core.locales import DEFAULT_LOCALE, SUPPORTED_LOCALES, supported_locale, words
 from dueflow.tasks.core.message import OutgoingEmail, message_id_for
-from dueflow.tasks.core.money import format_money
+from dueflow.tasks.core.money import format_money, sums_by_currency
 from dueflow.tasks.core.statuses import LedgerStatus
 from dueflow.tasks.core.text import clean_line
 from dueflow.tasks.core.tone import Draft, PlanSource, read_plan, read_relationship
@@ -40,10 +41,11 @@ from dueflow.tasks.core.wording import count_days, long_date, relative_day
 
 SUBJECT_LIMIT = 250  # characters: a subject is read in a list, and data can be very long
 PARTS = ("subject", "txt", "html")
-KINDS = ("renewal", "dunning", "escalation")
+KINDS = ("renewal", "dunning", "escalation", "statement")
 # The steps a template file may be named after: renewal leads are any `{days}d`.
 KIND_STEPS = {"dunning": (DunningStep.REMINDED_1.value, DunningStep.REMINDED_2.value),
-              "escalation": (DunningStep.OVERDUE.value,)}
+              "escalation": (DunningStep.OVERDUE.value,),
+              "statement": (DunningStep.OVERDUE.value,)}  # statement.OVERDUE: escalations as one
 PAYMENT_LINK_FIELDS = ("number", "invoice_id", "amount", "currency")
 
 
@@ -73,6 +75,27 @@ class EmailLook:
 
 
 DEFAULT_LOOK = EmailLook()
+
+
+_LOCALE_HEADER = re.compile(r"\[([a-z]{2})\]")
+
+
+def payment_text(instructions: str, locale: str) -> str:
+    """How to pay, in the reminder's language: DUEFLOW_PAYMENT_INSTRUCTIONS may carry a
+    section per locale, each under a line `[es]`, `[de]`, `[en]`; the text before the first
+    such line is for every locale without its own (a Spanish reminder's "Cómo pagar" box
+    then says it in Spanish when a `[es]` section is there)."""
+    sections: dict[str, list[str]] = {"": []}
+    current = ""
+    for line in instructions.strip().splitlines():
+        if (header := _LOCALE_HEADER.fullmatch(line.strip())) and header.group(1) in SUPPORTED_LOCALES:
+            current = header.group(1)
+            sections.setdefault(current, [])
+        else:
+            sections[current].append(line)
+    texts = {name: "\n".join(lines).strip() for name, lines in sections.items()}
+    # Its own section, else the text for every locale, else the one section there is.
+    return texts.get(locale) or texts[""] or next((t for t in texts.values() if t), "")
 
 
 def payment_link_problem(template: str) -> str | None:
@@ -234,7 +257,7 @@ def dunning_context(*, step: str, invoice_id: str, number: str, amount: str, cur
         "bounce_reason": str(bounced[-1].get("bounce") or "").removeprefix("bounced: ") if bounced else "",
         "bounced_date": long_date(date.fromisoformat(bounced[-1]["as_of"]), locale) if bounced else "",
         "paragraph": paragraph,
-        "payment_instructions": look.payment_instructions.strip(),
+        "payment_instructions": payment_text(look.payment_instructions, locale),
         "payment_link": look.payment_url(number_text, str(invoice_id), str(amount), str(currency)),
         "attachment": attachment,  # the invoice PDF's file name when it is attached, else ""
     } | owed_facts(paid or {}, currency, locale) | charge_facts(charged or {}, currency, locale)
@@ -280,6 +303,39 @@ def owed_facts(paid: Mapping[str, Any], currency: str, locale: str) -> dict[str,
             "received_on": long_date(date.fromisoformat(str(received_on)), locale) if received_on else ""}
 
 
+def statement_context(rows: pd.DataFrame, steps: Mapping[str, list[dict[str, str]]],
+                      as_of: date | None, locale: str, look: EmailLook) -> dict[str, Any]:
+    """The documented variables of a statement (docs/emails.md): the client's,
+    and `items`, one per invoice — each invoice's own reminder or escalation variables
+    (`dunning_context`) — in the order of their due dates; `totals`, the sum per currency."""
+    ordered = rows.sort_values(["due_date", "number", "key"], na_position="last", kind="stable")
+    said = words(locale)
+    items = []
+    row: Any
+    for row in ordered.itertuples(index=False):
+        attached = str(_cell(row, "attachment_name") or "") if _cell(row, "attachment_sha256") else ""
+        items.append(dunning_context(
+            step=row.step, invoice_id=row.subject_id, number=row.number, amount=row.amount,
+            currency=row.currency, issue_date=_day(row.issue_date), due_date=_day(row.due_date),
+            client_id=row.client_id, client_name=row.client_name, client_email=row.client_email,
+            history=steps.get(row.subject_id, []), paragraph="", as_of=as_of, locale=locale,
+            look=look, attachment=attached, paid={name: _cell(row, name) for name in PAID_FIELDS},
+            charged={name: _cell(row, name) for name in CHARGED_FIELDS}) | {"key": str(row.key),
+                                               "step_label": said.steps.get(str(row.step), str(row.step))})
+    first = items[0]
+    totals = sums_by_currency(ordered["amount"].astype("string"), ordered["currency"].astype("string"))
+    return {name: first[name] for name in ("locale", "company", "signature", "today", "client_id",
+                                           "client_name", "client_email", "payment_instructions")} | {
+        "items": items,
+        "count": len(items),
+        "reminder": max(int(item["reminder"]) for item in items),
+        "overdue": any(item["overdue"] for item in items),
+        "unreachable": any(item["unreachable"] for item in items),
+        "totals": [format_money(amount, currency, locale) for currency, amount in sorted(totals.items())],
+        "attachments": [item["attachment"] for item in items if item["attachment"]],
+    }
+
+
 # --------------------------------------------------------------------------- compose
 
 
@@ -319,8 +375,8 @@ class Composed:
 
     def addressed(self) -> Prepared:
         """What the steps after composing read, once the messages are stored."""
-        return Prepared([Addressed(e.key, e.recipient, e.subject, e.draft_source, e.attachment_note)
-                         for e in self.emails], self.failures, self.drafts)
+        return Prepared([Addressed(e.key, e.recipient, e.subject, e.draft_source, e.attachment_note,
+                                   e.statement_key) for e in self.emails], self.failures, self.drafts)
 
 
 @dataclass(frozen=True)
@@ -333,6 +389,7 @@ class Addressed:
     subject: str
     draft_source: str | None = None  # shown by a dry run
     attachment_note: str | None = None  # why a reminder goes without its invoice PDF
+    statement_key: str | None = None  # in a statement: its carrier's key (tasks/core/statements.py)
 
 
 @dataclass
@@ -457,8 +514,8 @@ def compose_dunning_emails(
     look = look or DEFAULT_LOOK
     # Only the history of tonight's invoices: the whole table is ~100k rows at scale.
     steps = reminder_history(history[history["subject_id"].isin(due["subject_id"])])
-    drafts = drafts or {}
-
+    keys = set(due["key"])
+    drafts = {key: draft for key, draft in (drafts or {}).items() if key in keys}  # these emails' own
     used: dict[str, Draft] = dict(drafts)
 
     def render_one(row: Any) -> OutgoingEmail:
@@ -525,6 +582,25 @@ def _sample_contexts(look: EmailLook) -> list[tuple[str, str | None, str, dict[s
                     charged={"fee": "10.00", "interest": "5.13", "interest_rate": "10.4", "interest_days": 30,
                              "compensation": "40.00", "pay_by": as_of + timedelta(days=14)} if paragraph
                     else {"pay_by": as_of + timedelta(days=14)} if due_in == 0 else None)))
+        for step in (DunningStep.REMINDED_1, DunningStep.REMINDED_2, DunningStep.OVERDUE):
+            if step == DunningStep.OVERDUE and locale != DEFAULT_LOCALE:
+                continue
+            members = pd.DataFrame({
+                "key": ["k1", "k2"], "step": [step.value, step.value], "subject_id": ["inv-1", "inv-2"],
+                "number": ["F-1", "F-2"], "amount": ["980.40", "15.00"], "currency": ["EUR", "USD"],
+                "issue_date": [as_of - timedelta(days=20)] * 2,
+                "due_date": [as_of - timedelta(days=6), as_of + timedelta(days=5)],
+                "client_id": ["cl-1"] * 2, "client_name": ["Client", "Client"],
+                "client_email": ["ap@client.example"] * 2,
+                "attachment_name": ["F-1.pdf", None], "attachment_sha256": ["0" * 64, None],
+                # the first partly paid, with a fee, interest and a pay-by date; the second plain
+                "invoice_amount": ["1000.00", None], "received": ["19.60", None], "received_on": [None, None],
+                "credited": [None, None], "fee": ["10.00", None], "interest": ["5.13", None],
+                "interest_rate": ["10.4", None], "interest_days": [30, None], "compensation": ["40.00", None],
+                "pay_by": [as_of + timedelta(days=14), None]})
+            named = DunningStep.OVERDUE.value if step == DunningStep.OVERDUE else None
+            samples.append(("statement", named, locale,
+                            statement_context(members, {"inv-1": history}, as_of, locale, look)))
     return samples
 
 

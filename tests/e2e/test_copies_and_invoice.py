@@ -164,6 +164,54 @@ def show_in_chromium(eml: Path, png: Path) -> None:
     shutil.rmtree(png.parent / ".chromium", ignore_errors=True)
 
 
+def test_one_statement_per_client_carries_every_invoice_and_goes_once(run_env, smtp_sink, company,
+                                                                      tmp_path, monkeypatch):
+    """DUEFLOW_STATEMENTS=reminders, through the flow and a real SMTP server: a client's three
+    reminders of one night are one message with three PDFs, each key sent once; a rerun
+    sends nothing (docs/design.md, "Statements")."""
+    monkeypatch.setenv("DUEFLOW_STATEMENTS", "reminders")
+    pdfs = {n: invoice_pdf(n) for n in ("F-1", "F-2", "F-3")}
+    for number, data in pdfs.items():
+        (company / f"{number}.pdf").write_bytes(data)
+    insert(run_env, "clients", [client("cl-es", locale="es", name="Distribuciones Ñandú",
+                                       cc_email="manager@acme.example"), client("cl-one", cc_email=None)])
+    insert(run_env, "invoices", [invoice("inv-1", "cl-es", SENT, number="F-1", amount="1200.00"),
+                                 invoice("inv-2", "cl-es", SENT, number="F-2", amount="80.50"),
+                                 invoice("inv-3", "cl-es", SENT, number="F-3", amount="15.00",
+                                         currency="USD"),
+                                 invoice("inv-4", "cl-one", SENT)])
+
+    summary = nightly_alerts(as_of=AS_OF)
+
+    assert (summary.sent, summary.failed, summary.pending) == (4, 0, 0)
+    assert len(smtp_sink.raw) == 2  # one statement, one reminder
+    carrier = "dunning/inv-1/REMINDED_1"
+    raw = raw_of(smtp_sink, carrier)
+    assert envelope_of(smtp_sink, carrier) == ["cl-es@clients.example", "manager@acme.example",
+                                               "archive@acme.example"]
+    message = message_from_bytes(raw, policy=policy.strict)
+    assert all(not part.defects for part in message.walk())
+    assert message["Subject"] == "Recordatorio de pago: 3 facturas (1.280,50 € + 15,00 US$), vencidas"
+    attached = {part.get_filename(): part.get_content() for part in message.iter_attachments()}
+    assert attached == {f"{n}.pdf": data for n, data in pdfs.items()}  # the bytes each row names
+    text_body = message.get_body(("plain",)).get_content()
+    assert all(f"Factura {n}" in text_body for n in pdfs) and "Total: 1.280,50" in text_body
+    rows = ledger(run_env)
+    members = [f"dunning/inv-{n}/REMINDED_1" for n in (1, 2, 3)]
+    assert {rows[k]["status"] for k in members} == {"sent"}
+    assert {rows[k]["statement_key"] for k in members} == {carrier}
+    assert {rows[k]["message_id"] for k in members} == {message["Message-ID"]}
+    assert [rows[k]["attachment_name"] for k in members] == ["F-1.pdf", "F-2.pdf", "F-3.pdf"]
+    again = nightly_alerts(as_of=AS_OF)
+    assert again.sent == 0 and len(smtp_sink.raw) == 2
+
+    shots = Path(os.environ.get("DUEFLOW_SCREENSHOTS_DIR") or tmp_path)
+    shots.mkdir(parents=True, exist_ok=True)
+    (shots / "statement.eml").write_bytes(raw)
+    if CHROMIUM:
+        show_in_chromium(shots / "statement.eml", shots / "statement.png")
+
+
 def attempt(url: str, key: str) -> tuple[int, str, object]:
     """The row's attempts, error and retry_after."""
     with db.engine_for(url).connect() as conn:

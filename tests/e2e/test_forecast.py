@@ -115,6 +115,7 @@ def ledger_snapshot(url: str) -> tuple[list, list]:
            "DUEFLOW_HOLIDAYS": st.sampled_from(["", "ES-MD"]),
            "closures": st.lists(st.integers(-2, 5), max_size=2),
            "DUEFLOW_DUNNING_MINIMUM": st.sampled_from(["", "EUR 5"]),
+           "DUEFLOW_STATEMENTS": st.sampled_from(["", "reminders", "all"]),  # as the nights will send them
            "profiles": st.booleans(), "unit": st.sampled_from(["calendar", "business"]),
            "any_day": st.booleans()}))
 def test_forecast_of_night_d_is_what_a_dry_run_on_d_decides_after_real_runs_before_it(

@@ -128,3 +128,19 @@ def expected_renewal_keys(renewals_on: Callable[[date], dict[str, tuple[date, bo
             most_urgent[(cid, renewal)] = lead
             keys.append(f"renewal/{cid}/{renewal.isoformat()}/{lead}d")
     return keys
+
+
+def expected_statements(emitted: Sequence[tuple[date, str, int]], client_of: Callable[[str], str],
+                        grouping: str) -> list[tuple[date, frozenset[str]]]:
+    """One statement per client (docs/design.md, "Statements"), straight from its words: on
+    each night, a client's reminders (steps 1 and 2) go as one email when there are two or
+    more, and with `all` its escalations (step 3) too; the rest go alone. The emails
+    (night, the invoices in it), sorted."""
+    groups: dict[tuple[date, str, str], set[str]] = {}
+    for night, invoice, rank in emitted:
+        kind = "escalation" if rank == 3 else "reminder"
+        together = grouping == "all" or (grouping == "reminders" and kind == "reminder")
+        where = (night, client_of(invoice), kind) if together else (night, invoice, f"alone-{rank}")
+        groups.setdefault(where, set()).add(invoice)
+    emails = [(night, frozenset(members)) for (night, _, _), members in groups.items()]
+    return sorted(emails, key=lambda email: (email[0], sorted(email[1])))

@@ -111,11 +111,12 @@ def addressed(rows: dict[str, list[dict]], draw: st.DrawFn) -> dict[str, list[di
 @pytest.mark.pg
 def test_whole_nights_end_the_same_on_every_store(data, nights):
     rows = addressed(data.draw(source_rows()), data.draw)
+    env = {"DUEFLOW_STATEMENTS": data.draw(st.sampled_from(["off", "reminders", "all"]))}
     seen: dict[str, list] = {}
     for kind in ("memory", "sqlite", "postgresql"):
         transport = ByRecipient()
         with store_of(kind, rows) as store:
-            seen[kind] = [outcome(run(store, day(n), transport, dunning_delays=[2, 1, 2],
+            seen[kind] = [outcome(run(store, day(n), transport, env=env, dunning_delays=[2, 1, 2],
                                       renewal_leads=[8, 3])) for n in range(-3, nights - 3)]
             seen[kind].append(sorted(store.ledger.open_keys().items()))
             seen[kind].append(sorted(transport.handed))
@@ -207,7 +208,8 @@ def test_a_delivery_claims_stored_messages_and_records_only_its_own(kind):
         deferred = outcome_row(key, SendResult(SendStatus.FAILED, error="451"), retry)
         ledger.settle("t1", AS_OF, outcomes=[deferred])
         assert ledger.statuses([key]) == {key: "failed"}
-        assert ledger.unsettled_counts() == {"pending": 0, "failed": 1, "unsent": 0, "bounced": 0}
+        assert ledger.unsettled_counts() == {"pending": 0, "failed": 1, "permanent": 0, "unsent": 0,
+                                             "bounced": 0}
         assert ledger.retry_candidates(AS_OF, 3, retry - timedelta(minutes=1)).empty  # backing off
         due = ledger.retry_candidates(AS_OF, 3, retry)
         assert list(due["key"]) == [key] and due["permanent"].tolist() == [False]
@@ -216,6 +218,170 @@ def test_a_delivery_claims_stored_messages_and_records_only_its_own(kind):
         assert again.body_text == "again"
         history = ledger.dunning_history(["i1"])
         assert list(zip(history["step"], history["status"], strict=True)) == [("REMINDED_1", "pending")]
+
+
+def resolved(store: Store, key: str) -> tuple[str | None, bool]:
+    """Who settled `key` by hand, and whether a time was recorded."""
+    rows = getattr(store.ledger, "rows", None)
+    if rows is not None:
+        return rows[key]["resolved_by"], rows[key]["resolved_at"] is not None
+    from sqlalchemy import text
+
+    with store.ledger.engine.connect() as conn:  # type: ignore[attr-defined]
+        by, at = conn.execute(text("SELECT resolved_by, resolved_at FROM dueflow_ledger WHERE key = :k"),
+                              {"k": key}).one()
+    return by, at is not None
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_an_operator_sends_a_refused_email_once_more_and_one_requeue_wins_it(kind):
+    """`dueflow resolve KEY --as retry` (sql/resolve_retry): a permanent refusal becomes a
+    failed row due for its first attempt, to the same address; the next night's requeue
+    takes it once (a second requeue finds it pending and does nothing), who and when stay."""
+    with store_of(kind, ROWS) as store:
+        ledger = store.ledger
+        ledger.reserve("dunning", candidates(dunning("i1")), AS_OF, "r1")
+        key = "dunning/i1/REMINDED_1"
+        ledger.store_messages([message(key, "first")])
+        ledger.settle("t1", AS_OF, claim=[key])
+        refused = outcome_row(key, SendResult(SendStatus.FAILED, error="550 no such user", permanent=True),
+                              datetime(2027, 3, 10, 12, tzinfo=UTC))
+        ledger.settle("t1", AS_OF, outcomes=[refused])
+        assert ledger.unsettled_counts()["permanent"] == 1
+        [row] = ledger.failed_rows().to_dict("records")
+        assert (row["key"], row["permanent"], row["attempts"], row["retry_after"]) == (key, True, 1, None)
+        assert not ledger.resolve_retry("dunning/i9/REMINDED_1", "no such key", "alice")  # type: ignore[attr-defined]
+        assert ledger.resolve_retry(key, "resolved by alice as retry: mailbox fixed", "alice")  # type: ignore[attr-defined]
+        assert resolved(store, key) == ("alice", True)
+        [row] = ledger.failed_rows().to_dict("records")
+        assert (row["permanent"], row["attempts"], row["retry_after"]) == (False, 0, None)
+        due = ledger.retry_candidates(AS_OF, 3, datetime(2027, 3, 11, tzinfo=UTC))
+        assert list(due["key"]) == [key] and due["permanent"].tolist() == [False]
+        ledger.requeue_failed("r2", [message(key, "again")])
+        ledger.requeue_failed("r3", [message(key, "third")])  # another run: nothing left to requeue
+        [again] = ledger.settle("t3", AS_OF, claim=[key])
+        assert again.body_text == "again" and again.recipient == "ap@client.example"
+        assert ledger.settle("t4", AS_OF, claim=[key]) == []  # claimed once
+        assert not ledger.resolve_retry(key, "again?", "bob")  # type: ignore[attr-defined]  # pending now
+        assert resolved(store, key) == ("alice", True)  # kept after the requeue cleared the error
+
+
+STATEMENT_ROWS = {"clients": [client("cl1")],
+                  "invoices": [invoice(i, "cl1", SENT_AT) for i in ("i1", "i2", "i3")]}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_statement_is_claimed_recorded_withdrawn_and_settled_as_one(kind):
+    k1, k2, k3 = (f"dunning/{i}/REMINDED_1" for i in ("i1", "i2", "i3"))
+    with store_of(kind, STATEMENT_ROWS) as store:
+        ledger = store.ledger
+        ledger.reserve("dunning", candidates(dunning("i1"), dunning("i2"), dunning("i3")), AS_OF, "r1")
+        ledger.store_messages([message(k, "statement") | {"statement_key": k1, "message_id": "<s@x>"}
+                               for k in (k1, k2, k3)])
+        unsent = ledger.unsent_rows()  # the others go with their carrier, never alone
+        assert list(unsent["key"]) == [k1, k2, k3] and set(unsent["statement_key"]) == {k1}
+        assert ledger.settle("t0", AS_OF, claim=[k2, k3]) == []  # asked for alone: never claimed
+        assert ledger.claims([k1, k2, k3]) == dict.fromkeys([k1, k2, k3], "unclaimed")
+        [carrier] = ledger.settle("t0", AS_OF, claim=[k3, k1, k2])  # with its carrier: one email
+        ledger.settle("t0", AS_OF, release=[k1])
+        [carrier] = ledger.settle("t1", AS_OF, claim=[k1])
+        assert [r.key for r in carrier.riders] == [k2, k3] and carrier.statement_key == k1
+        assert ledger.claims([k1, k2, k3]) == dict.fromkeys([k1, k2, k3], "claimed")
+        ledger.settle("t1", AS_OF, release=[k1])  # told to stop: all of it back, unclaimed
+        assert ledger.claims([k1, k2, k3]) == dict.fromkeys([k1, k2, k3], "unclaimed")
+        pay(store, "i1")  # the carrier's invoice is paid before the statement went
+        assert ledger.withdraw_unsent(AS_OF) == [k1]
+        unsent = ledger.unsent_rows()  # the rest lost the stored statement: rendered again
+        assert list(unsent["key"]) == [k2, k3] and unsent["stored"].tolist() == [False, False]
+        ledger.store_messages([message(k, "again") | {"statement_key": k2, "message_id": "<s2@x>"}
+                               for k in (k2, k3)])
+        [carrier] = ledger.settle("t2", AS_OF, claim=[k2])
+        ledger.settle("t2", AS_OF, outcomes=[outcome_row(k2, SendResult(SendStatus.PENDING, error="lost"))])
+        assert ledger.statuses([k2, k3]) == dict.fromkeys([k2, k3], "pending")  # in doubt, both
+        # A person's word on one row is the word on each row of its statement.
+        if isinstance(store.sources, MemorySources):
+            assert ledger.resolve(k3, "sent", "the client has it")  # type: ignore[attr-defined]
+        else:
+            assert db.resolve_pending(ledger.engine, k3, "sent", "the client has it")  # type: ignore[attr-defined]
+        assert ledger.statuses([k1, k2, k3]) == {k1: "failed", k2: "sent", k3: "sent"}
+
+
+@pytest.mark.parametrize("kind", ["sqlite", pytest.param("postgresql", marks=pytest.mark.pg)])
+def test_a_bounce_of_a_statement_marks_each_of_its_rows(kind):
+    from dueflow.tasks.core.bounces import BOUNCE_COLUMNS
+
+    k1, k2, k3 = (f"dunning/{i}/REMINDED_1" for i in ("i1", "i2", "i3"))
+    with store_of(kind, STATEMENT_ROWS) as store:
+        ledger = store.ledger
+        ledger.reserve("dunning", candidates(dunning("i1"), dunning("i2"), dunning("i3")), AS_OF, "r1")
+        ledger.store_messages([message(k, "statement") | {"statement_key": k1, "message_id": "<s@x>"}
+                               for k in (k1, k2)] + [message(k3)])
+        ledger.settle("t1", AS_OF, claim=[k1, k3])
+        sent = SendResult(SendStatus.SENT, "250")
+        ledger.settle("t1", AS_OF, outcomes=[outcome_row(k1, sent), outcome_row(k3, sent)])
+        engine = ledger.engine  # type: ignore[attr-defined]
+        [candidate] = db.bounce_candidates(engine, ["<s@x>"])["key"].tolist()
+        assert candidate == k1  # the carrier speaks for its statement
+        report = pd.DataFrame([{"report_id": "r", "key": k1, "message_id": "<s@x>", "kind": "hard",
+                                "status_code": "5.1.1", "diagnostic": "unknown user",
+                                "recipient": "ap@client.example", "seen_at": datetime.now(UTC),
+                                "source": "test"}], columns=list(BOUNCE_COLUMNS))
+        assert sorted(db.record_bounces(engine, report, pd.DataFrame())) == [k1, k2]
+        assert ledger.statuses([k1, k2, k3]) == {k1: "bounced", k2: "bounced", k3: "sent"}
+        assert db.resolve_bounced(engine, k2, "failed", "address fixed")
+        assert ledger.statuses([k1, k2]) == dict.fromkeys([k1, k2], "failed")
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_refused_statement_sent_once_more_goes_again_with_every_row(kind):
+    k1, k2 = "dunning/i1/REMINDED_1", "dunning/i2/REMINDED_1"
+    with store_of(kind, STATEMENT_ROWS) as store:
+        ledger = store.ledger
+        ledger.reserve("dunning", candidates(dunning("i1"), dunning("i2")), AS_OF, "r1")
+        ledger.store_messages([message(k, "statement") | {"statement_key": k1, "message_id": "<s@x>"}
+                               for k in (k1, k2)])
+        ledger.settle("t1", AS_OF, claim=[k1])
+        refused = SendResult(SendStatus.FAILED, error="550 no such user", permanent=True)
+        ledger.settle("t1", AS_OF, outcomes=[outcome_row(k1, refused)])
+        assert ledger.resolve_retry(k2, "mailbox fixed", "alice")  # type: ignore[attr-defined]
+        due = ledger.retry_candidates(AS_OF, 3, datetime(2027, 3, 11, tzinfo=UTC))
+        assert list(due["key"]) == [k1, k2] and due["permanent"].tolist() == [False, False]
+        assert resolved(store, k1) == ("alice", True)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_retried_statement_is_stored_only_when_the_run_requeued_every_row_of_it(kind):
+    k1, k2 = "dunning/i1/REMINDED_1", "dunning/i2/REMINDED_1"
+    with store_of(kind, STATEMENT_ROWS) as store:
+        ledger = store.ledger
+        ledger.reserve("dunning", candidates(dunning("i1"), dunning("i2")), AS_OF, "r1")
+        ledger.store_messages([message(k, "statement") | {"statement_key": k1, "message_id": "<s@x>"}
+                               for k in (k1, k2)])
+        ledger.settle("t1", AS_OF, claim=[k1])
+        ledger.settle("t1", AS_OF, outcomes=[outcome_row(k1, SendResult(SendStatus.FAILED, error="451"))])
+        assert ledger.statuses([k1, k2]) == dict.fromkeys([k1, k2], "failed")
+        ledger.requeue_failed("other", [message(k2, "alone")])  # another run retried k2 first
+        ledger.requeue_failed("r2", [message(k, "again") | {"statement_key": k1, "message_id": "<s2@x>"}
+                                     for k in (k1, k2)])
+        unsent = ledger.unsent_rows()  # k1's statement lost k2: not stored, rendered again
+        assert list(unsent["key"]) == [k1, k2] and unsent["stored"].tolist() == [False, True]
+
+
+@pytest.mark.parametrize("kind", ["sqlite", pytest.param("postgresql", marks=pytest.mark.pg)])
+def test_a_statement_whose_carrier_is_rekeyed_still_goes_as_one(kind):
+    k1, k2 = "dunning/i1/REMINDED_1", "dunning/i2/REMINDED_1"
+    with store_of(kind, STATEMENT_ROWS) as store:
+        ledger = store.ledger
+        ledger.reserve("dunning", candidates(dunning("i1"), dunning("i2")), AS_OF, "r1")
+        ledger.store_messages([message(k, "statement") | {"statement_key": k1, "message_id": "<s@x>"}
+                               for k in (k1, k2)])
+        engine = ledger.engine  # type: ignore[attr-defined]
+        pairs = pd.DataFrame({"job": ["dunning"], "old_id": ["i1"], "new_id": ["I-1"]})
+        assert db.record_id_changes(engine, pairs, "same", "tester") == {("dunning", "i1"): 1}
+        moved = "dunning/I-1/REMINDED_1"
+        assert set(ledger.unsent_rows()["statement_key"]) == {moved}  # named by its carrier's new key
+        [carrier] = ledger.settle("t1", AS_OF, claim=[moved])
+        assert carrier.statement_key == moved and [r.key for r in carrier.riders] == [k2]
 
 
 @pytest.mark.parametrize("kind", KINDS)

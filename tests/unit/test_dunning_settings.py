@@ -101,6 +101,10 @@ def test_a_profile_takes_what_it_leaves_out_from_the_run_and_refuses_default():
         (14, 14, 30), "due", "business", 2, "collections@corp.example")
     with pytest.raises(ValueError, match="not 'default'"):
         parse_profiles("[profiles.default]\nstart = \"sent\"", "f", base)
+    assert gentle.statements is None  # DUEFLOW_STATEMENTS decides for it
+    assert parse_profiles('[profiles.one]\nstatements = "all"', "f", base).named["one"].statements == "all"
+    with pytest.raises(ValueError, match="statements must be one of off, reminders, all"):
+        parse_profiles('[profiles.one]\nstatements = "yes"', "f", base)
 
 
 def test_each_company_s_email_block_names_its_own_profiles(tmp_path, monkeypatch):

@@ -3,14 +3,14 @@ an amount; `owed_state` keeps what that amount was read from (sql/fragments/paym
 so that a payment recorded before the row is claimed for sending is noticed and the message
 rendered again under the same key (docs/design.md, "What the client still owes").
 
-Revision ID: 0010
-Revises: 0009
+Revision ID: 0012
+Revises: 0011
 """
 
 from alembic import op
 
-revision = "0010"
-down_revision = "0009"
+revision = "0012"
+down_revision = "0011"
 branch_labels = None
 depends_on = None
 
