@@ -32,6 +32,7 @@ from dueflow.tasks.core.addresses import parse_mailbox
 if TYPE_CHECKING:
     from dueflow.blocks.endpoints import BounceConfig, MailConfig
     from dueflow.tasks.core.calendar import BusinessCalendar
+    from dueflow.tasks.core.charges import Rates
     from dueflow.tasks.core.guard import Bounds
     from dueflow.tasks.core.invoice_pdf import PdfTemplate
     from dueflow.tasks.core.message import Sender
@@ -110,7 +111,10 @@ class Settings(SettingsTable):
         self.bounce_mailbox()
         self.calendar()
         self.minimums()
-        self.profiles()
+        if self.profiles().interest() and not self.rates().reference:
+            raise ConfigError("a dunning profile states statutory interest (interest = [...]) but"
+                              " DUEFLOW_REFERENCE_RATES is not set: set the reference rates, e.g."
+                              " DUEFLOW_REFERENCE_RATES='2026-01-01 2.15, 2026-07-01 2.15'")
         self.phrasebook()
         return self
 
@@ -196,6 +200,15 @@ class Settings(SettingsTable):
 
         try:
             return parse_minimums(self.dunning_minimum)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+
+    def rates(self) -> Rates:
+        """DUEFLOW_REFERENCE_RATES and DUEFLOW_LATE_COMPENSATION parsed (statutory interest)."""
+        from dueflow.tasks.core.charges import Rates, parse_compensation, parse_rates
+
+        try:
+            return Rates(parse_rates(self.reference_rates), parse_compensation(self.late_compensation))
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
 

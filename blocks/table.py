@@ -217,7 +217,8 @@ class SettingsTable:
     payment_instructions: str = setting(
         "DUEFLOW_PAYMENT_INSTRUCTIONS", multiline, "", group="email", shown="none",
         block=EMAIL.field("How to pay: bank account, reference…"),
-        doc="how to pay, in reminders (`\\n` starts a new line)")
+        doc="how to pay, in reminders (`\\n` starts a new line); a section per language under a line"
+            " `[es]`, `[de]` (`[en]`), the text before the first one for the others")
     payment_link: str = setting(
         "DUEFLOW_PAYMENT_LINK", text, "", group="email", shown="none",
         block=EMAIL.field("https://pay.example/{number}: {number}, {invoice_id}, {amount}, {currency}"),
@@ -305,6 +306,17 @@ class SettingsTable:
         doc="no reminder or escalation below this open amount, per currency: `EUR 5, USD 5, JPY 500`. Such"
             " an invoice is reported `skipped` with the reason, counted once a night (`below_minimum`), not"
             " quarantined; an amount equal to the minimum is chased")
+    reference_rates: str | None = setting(
+        "DUEFLOW_REFERENCE_RATES", text, None, group="dunning", shown="none",
+        doc="the reference rate of statutory interest for late payment, dated: `2026-01-01 2.15, 2026-07-01"
+            " 2.15` (percent a year from each date on; the ECB's or your central bank's, which changes every"
+            " half-year). A profile step with `interest` states the interest on the open amount at the rate"
+            " in force each day plus 8 points (Directive 2011/7/EU), on its own line, never added to the"
+            " invoice; needed once a profile asks for interest")
+    late_compensation: str = setting(
+        "DUEFLOW_LATE_COMPENSATION", text, "EUR 40", group="dunning",
+        doc="the flat compensation for recovery costs stated with statutory interest, per currency: `EUR"
+            " 40` (Directive 2011/7/EU art. 6); a currency not named gets none")
     profiles_file: str | None = setting(
         "DUEFLOW_PROFILES_FILE", text, None, group="dunning", shown="none: the run's parameters for every"
         " client", text_block=PROFILES, block=EMAIL.field("This company's dunning profiles (TOML file)"),

@@ -34,9 +34,11 @@ def ingest_bounces(batch: StrictInt = 100) -> State:  # strict: True is not a ba
     """
     from prefect.artifacts import create_markdown_artifact
 
+    from dueflow.flows.prefect_api import quiet_own_task_runs
     from dueflow.tasks import bounces
     from dueflow.tasks.adapters import db
 
+    quiet_own_task_runs()
     settings = Settings.from_env().with_blocks()
     config = settings.bounce_mailbox()
     if config is None:

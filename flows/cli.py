@@ -279,7 +279,7 @@ def cmd_forecast(args: argparse.Namespace, settings: Settings) -> int:
     if rows.empty:
         print(f"No email would go out in the {args.days} night(s) from {first}.")
     else:
-        for line in forecast_table(rows, shutil.get_terminal_size((120, 24)).columns):
+        for line in forecast_table(rows, _table_width()):
             print(line)
         jobs = rows["job"].value_counts()
         print(f"\n{len(rows)} email(s) in the {args.days} night(s) from {first}"
@@ -296,11 +296,25 @@ def cmd_forecast(args: argparse.Namespace, settings: Settings) -> int:
     print("Assumes the nightly run every night and no payment, renewal or change; nothing was"
           " written or sent.")
     left = db.unsettled_counts(_engine(settings))
-    if left["unsent"] or left["failed"] or left["pending"]:
-        print(f"Not in the forecast, left by earlier runs: {left['unsent']} never handed to SMTP"
-              f" (the next run sends them), {left['failed']} failed, {left['pending']} pending"
+    if left["unsent"] or left["failed"] or left["permanent"] or left["pending"]:
+        print(f"Not in the forecast, left by earlier runs: {left['unsent']} not sent"
+              f" (the next run sends them), {left['failed']} failed (retried later),"
+              f" {left['permanent']} failed permanently, {left['pending']} pending"
               " (see `dueflow ledger --status failed|pending`).")
     return 0
+
+
+SUBJECT_MIN = 12  # the narrowest a subject is wrapped to, on a narrow terminal
+FILE_WIDTH = 160  # a table written to a file, a pipe or a notebook's cell: no terminal to fit
+
+
+def _table_width() -> int:
+    """The terminal's width; a sane one when stdout is not a terminal (a pipe, a file, a
+    notebook), whatever COLUMNS or the controlling terminal say: the subjects were wrapped
+    into 12 characters there."""
+    if not sys.stdout.isatty() and not os.environ.get("COLUMNS"):  # COLUMNS: the user's choice
+        return FILE_WIDTH
+    return shutil.get_terminal_size((FILE_WIDTH, 24)).columns
 
 
 def forecast_table(rows: pd.DataFrame, width: int) -> list[str]:
@@ -323,7 +337,7 @@ def forecast_table(rows: pd.DataFrame, width: int) -> list[str]:
     # The subject and the reason for a moved night share what is left, whole words each.
     left = width - taken
     why_width = min(max([3] + [len(r[7]) for r in cells]), max(10, left // 3))
-    return wrapped_table(header, cells, [*caps, max(12, left - why_width), why_width])
+    return wrapped_table(header, cells, [*caps, max(SUBJECT_MIN, left - why_width), why_width])
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -340,24 +354,24 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def attention_lines(summary: object) -> list[str]:
-    """What in the whole ledger needs a person, each with the command that shows it."""
-    pending = getattr(summary, "ledger_pending", 0)
+    """What in the whole ledger needs a person, in the outcomes' own words
+    (tasks/core/vocabulary.py), each with the command that lists it."""
+    from dueflow.tasks.core.statuses import RowStatus
+    from dueflow.tasks.core.vocabulary import OUTCOMES, todo
+
     failed = getattr(summary, "ledger_failed", 0)
-    unsent = getattr(summary, "ledger_unsent", 0)
+    permanent = getattr(summary, "ledger_failed_permanently", 0)
+    counts = ((RowStatus.PENDING, getattr(summary, "ledger_pending", 0), "pending"),
+              (RowStatus.FAILED_PERMANENTLY, permanent, "failed"),
+              (RowStatus.FAILED, failed - permanent, "failed"),
+              (RowStatus.NOT_SENT, getattr(summary, "ledger_unsent", 0), "pending"),
+              (RowStatus.BOUNCED, getattr(summary, "ledger_bounced", 0), "bounced"))
     lines = []
-    if pending:
-        lines.append(f"Ledger needs attention: {pending} pending — handed to SMTP, outcome unknown:"
-                     " check the mail server's log, then `dueflow resolve KEY… --as sent|failed`"
-                     " (list: `dueflow ledger --status pending`).")
-    if failed:
-        lines.append(f"Ledger: {failed} failed — retried by later runs unless permanent or out of"
-                     " attempts (list: `dueflow ledger --status failed`).")
-    if unsent:
-        lines.append(f"Ledger: {unsent} never handed to SMTP — the next run sends them.")
-    if bounced := getattr(summary, "ledger_bounced", 0):
-        lines.append(f"Ledger needs attention: {bounced} bounced — accepted, then reported undeliverable:"
-                     " fix the address, then `dueflow resolve KEY… --as failed` (list: `dueflow ledger"
-                     " --status bounced`).")
+    for status, n, listed in counts:
+        if n:
+            said = OUTCOMES[status]
+            lines.append(f"Ledger: {n} {said.status} — {said.meaning}: {todo(status, 'KEY')}"
+                         f" (list: `dueflow ledger --status {listed}`).")
     return lines
 
 
@@ -456,25 +470,26 @@ def _keys_to_resolve(args: argparse.Namespace, engine: Engine) -> list[str]:
 
 
 def cmd_resolve(args: argparse.Namespace, settings: Settings) -> int:
-    from dueflow.tasks.operations import Settled, resolve
+    import getpass
+
+    from dueflow.tasks.operations import RETRY, Settled, resolve
 
     _check_ready(settings)
     engine = _engine(settings)
     keys = _keys_to_resolve(args, engine)
-    note = f"resolved by an operator as {args.outcome}" + (f": {args.note}" if args.note else "")
-    after = "it will not be sent again" if args.outcome == "sent" else "a later run sends it again"
-    resolutions = resolve(engine, keys, args.outcome, note)
+    by = args.by or getpass.getuser()
+    note = f"resolved by {by} as {args.outcome}" + (f": {args.note}" if args.note else "")
+    after = {"sent": "it will not be sent again.",
+             "failed": "a later run sends it again, once, rendered for the address as it is now.",
+             RETRY: "the next run sends it again, once, to the address the data says."}[args.outcome]
+    resolutions = resolve(engine, keys, args.outcome, note, by)
     for done in resolutions:
         key = done.key
-        if done.settled is Settled.BOUNCED:  # docs/bounces.md: after fixing the address
-            print(f"{key}: bounced → {args.outcome}; " + (
-                "it will not be sent again." if args.outcome == "sent" else
-                "a later run sends it again, once, rendered for the address as it is now."))
-        elif done.settled is Settled.PENDING:
-            print(f"{key}: pending → {args.outcome}; {after}.")
+        if done.done:
+            was = {"claimed": "pending", "unclaimed": "pending"}.get(str(done.was), str(done.was))
+            print(f"{key}: {was} → {args.outcome} (by {by}); {after}")
         elif done.settled is Settled.NOT_SETTLEABLE:
-            print(f"{key}: not pending or bounced ({done.was or 'not in the ledger'}): left as it is",
-                  file=sys.stderr)
+            print(f"{key}: {_not_settleable(done.was, args.outcome)}: left as it is", file=sys.stderr)
         elif done.settled is Settled.NEVER_HANDED:
             print(f"{key}: never handed to SMTP, so it cannot have been sent: left pending"
                   " (the next run sends it)", file=sys.stderr)
@@ -482,8 +497,19 @@ def cmd_resolve(args: argparse.Namespace, settings: Settings) -> int:
             print(f"{key}: changed meanwhile: left as it is", file=sys.stderr)
     if refused := sum(not done.done for done in resolutions):
         raise UserError(f"{refused} of {len(keys)} key(s) not settled (see above; `dueflow ledger"
-                        " --status pending` lists what can be)")
+                        " --status pending|failed|bounced` lists what can be)")
     return 0
+
+
+def _not_settleable(was: str | None, outcome: str) -> str:
+    """Why `resolve --as OUTCOME` leaves a row as it is, and what would settle it."""
+    if was is None:
+        return "not in the ledger"
+    if was in ("claimed", "unclaimed"):
+        return "pending (it may have left): check the mail server's log, then --as sent or --as failed"
+    if was == "failed":
+        return "failed: a later run retries it, or --as retry sends it once more to the same address"
+    return f"{was}: only a pending, failed or bounced row can be settled"
 
 
 def cmd_quarantine(args: argparse.Namespace, settings: Settings) -> int:
@@ -696,15 +722,19 @@ def parser() -> argparse.ArgumentParser:
                         help="json: one JSON object a line; parquet needs --output")
     ledger.add_argument("--output", metavar="FILE", help="write to FILE (complete or not at all)")
     ledger.add_argument("--json", action="store_true", help="same as --format json")
-    resolve = sub.add_parser("resolve", help="settle pending rows after checking the mail server's log")
+    resolve = sub.add_parser("resolve", help="settle a pending row after checking the mail server's log, or"
+                             " send a failed or bounced one again (--as retry)")
     resolve.add_argument("keys", nargs="*", metavar="KEY",
                          help="ledger keys, e.g. renewal/c-42/2027-03-01/30d")
     resolve.add_argument("--from-file", metavar="FILE", help="more keys, one a line ('-': stdin)")
     resolve.add_argument("--never-handed-by", metavar="RUN_ID",
                          help="every pending row of this flow run that was never handed to SMTP")
-    resolve.add_argument("--as", dest="outcome", choices=["sent", "failed"], required=True,
-                         help="sent: it was delivered; failed: it was not (a later run sends it)")
+    resolve.add_argument("--as", dest="outcome", choices=["sent", "failed", "retry"], required=True,
+                         help="sent: it was delivered; failed: it was not (a later run sends it); retry: a"
+                              " failed (also permanently) or bounced email goes once more, to the address"
+                              " the data says, on the next run")
     resolve.add_argument("--note", help="why, for the ledger")
+    resolve.add_argument("--by", help="who settles it, for the ledger (default: the OS user)")
     quarantine = sub.add_parser("quarantine", help="list the source rows that were quarantined")
     quarantine.add_argument("--job", choices=["renewal", "dunning"])
     quarantine.add_argument("--json", action="store_true", help="JSON lines instead of a table")

@@ -7,6 +7,7 @@ this module: deploying, serving, a worker and the CLI load it in a fraction of a
 
 from __future__ import annotations
 
+import logging
 from datetime import date
 from typing import TYPE_CHECKING, Annotated, Any
 from uuid import UUID
@@ -19,6 +20,7 @@ from pydantic.fields import FieldInfo
 
 from dueflow.blocks.errors import ConfigError
 from dueflow.blocks.settings import Settings
+from dueflow.flows.prefect_api import no_server_telemetry
 from dueflow.tasks.core import defaults
 from dueflow.tasks.core import parameters as P
 from dueflow.tasks.core.defaults import DELIVERY_WORKERS
@@ -33,6 +35,9 @@ if TYPE_CHECKING:
     from dueflow.tasks.night import Night
 
 __all__ = ["DELIVERY_WORKERS", "nightly_alerts"]
+
+# Before a notebook's first call starts a temporary Prefect server (flows/prefect_api.py).
+no_server_telemetry()
 
 
 def _shown(**schema: Any) -> FieldInfo:
@@ -54,13 +59,17 @@ Backoff = Annotated[int, _shown(minimum=0, maximum=P.MAX_BACKOFF_MINUTES)]
 # the server). The flow reads "" and None as today, and checks a date with
 # tasks/core/parameters.py (`as_of_of`).
 AsOf = Annotated[date | str | None, WithJsonSchema({"type": "string", "default": "", "maxLength": 10})]
-SendCap = Annotated[int | None, _shown(minimum=0, maximum=P.MAX_SEND_CAP)]
+# send_cap and email_block: one type each in the form, never an `anyOf` with null (the form
+# said 'Property is type "None"'); send_cap left empty (null) is no cap, email_block's "" the
+# variable's.
+SendCap = Annotated[int | None, WithJsonSchema({"type": "integer", "minimum": 0, "maximum": P.MAX_SEND_CAP})]
 # dunning_start is a setting too (DUEFLOW_DUNNING_START): empty, the form's default, is the
 # setting's; a string schema alone, as as_of's, so that the form offers no None.
 Start = Annotated[str | None, WithJsonSchema({"type": "string", "enum": ["", *P.DUNNING_STARTS],
                                               "default": ""})]
 Unit = Annotated[str, _shown(enum=list(P.DELAY_UNITS))]
-EmailBlock = Annotated[str | None, _shown(maxLength=P.MAX_BLOCK_NAME)]
+EmailBlock = Annotated[str | None, WithJsonSchema({"type": "string", "default": "",
+                                                   "maxLength": P.MAX_BLOCK_NAME})]
 # adopt is a one-time take-over, never a night's setting: the form says so in its title.
 Adopt = Annotated[bool, _shown(title="adopt — one-time take-over: sends nothing")]
 # approve answers, before it is asked, for a night that looks wrong (tasks/core/guard.py).
@@ -160,7 +169,7 @@ def nightly_alerts(
     send_cap: SendCap = None,
     adopt: Adopt = False,
     allow_any_as_of: bool = False,
-    email_block: EmailBlock = None,
+    email_block: EmailBlock = "",
     approve: Approve = "",
 ) -> State:
     """Send every renewal alert and invoice reminder due on a day exactly once: renewal
@@ -175,8 +184,10 @@ def nightly_alerts(
         renewal_leads: Days before a contract's renewal date on which its owner is alerted,
             e.g. [60, 30, 15]; only the most urgent one due is sent.
         renewal_locale: Language of the renewal alerts.
-        dunning_delays: Days between dunning steps: from the start to the first reminder,
-            from it to the second, from it to the escalation to a colleague (default 7, 5, 7).
+        dunning_delays: Days between dunning steps for clients without a dunning profile:
+            from the start to the first reminder, from it to the second, from it to the
+            escalation to a colleague. A client's profile (clients.dunning_profile,
+            DUEFLOW_PROFILES_FILE) wins; the run's log says the delays in force for each.
         dunning_start: What the first delay counts from: the day the invoice was sent
             ("sent": a first reminder may go before the due date) or its due date ("due").
             Empty means DUEFLOW_DUNNING_START (default "sent"); a client's profile's start
@@ -213,6 +224,9 @@ def nightly_alerts(
     """
     def night() -> State:
         nonlocal as_of  # read below as a checked date
+        from dueflow.flows.prefect_api import quiet_own_task_runs
+
+        quiet_own_task_runs()
         from dueflow.tasks.adapters.lock import run_lock
         from dueflow.tasks.adapters.sql_store import open_sql
         from dueflow.tasks.core.ports import Store
@@ -496,7 +510,9 @@ def finish(summary: RunSummary, attention_state: str = defaults.ATTENTION_STATE)
 
     log = get_run_logger()
     attention = needs_person(summary) and not summary.dry_run  # a preview changed nothing
-    log.info("%s", summary.headline())  # at INFO: the CLI prints its own summary
+    # At WARNING when something waits for a person (a filter for warnings finds it); the
+    # CLI prints its own summary either way.
+    log.log(logging.WARNING if attention else logging.INFO, "%s", summary.headline())
     if attention:
         emit_event(
             event=NEEDS_ATTENTION_EVENT,

@@ -42,6 +42,50 @@ CLIENT_LOGGERS = ("prefect.events.clients", "prefect._internal.concurrency")
 RUN_LOGGERS = ("prefect.flow_runs", "prefect.task_runs")
 
 
+SERVER_TELEMETRY = "PREFECT_SERVER_ANALYTICS_ENABLED"
+
+
+def no_server_telemetry() -> None:
+    """A flow run in-process (a notebook, a script) without PREFECT_API_URL starts a
+    temporary Prefect server, whose telemetry service sends a heartbeat to Prefect's
+    servers and, offline or behind a firewall, prints 'ERROR | prefect.server.services.
+    telemetry - Failed to send telemetry' under the notebook's cell. Off for the temporary
+    server dueflow's flows start, unless the user chose (the variable, or their profile)."""
+    if SERVER_TELEMETRY in os.environ:
+        return
+    try:
+        from prefect.context import get_settings_context
+
+        chosen = {getattr(s, "name", str(s)) for s in get_settings_context().profile.settings}
+    except Exception:  # no profile could be read: nothing was chosen there
+        chosen = set()
+    if SERVER_TELEMETRY not in chosen:
+        os.environ[SERVER_TELEMETRY] = "false"
+
+
+# Prefect's engine logs each task run's end ("Finished in state Completed()") at INFO on
+# this logger; a night runs a dozen tasks and more, and dueflow's own lines (on the flow
+# run's logger) drowned among them. A level chosen for it by the user is kept.
+TASK_RUN_LEVEL = "PREFECT_LOGGING_LOGGERS_PREFECT_TASK_RUNS_LEVEL"
+OWN_FLOWS = ("nightly-alerts", "ingest-bounces")
+
+
+class _OwnTaskRunsFromWarning(logging.Filter):
+    """dueflow's task runs log from WARNING up (a failure, a retry still show); other
+    flows' task runs in the same process (a notebook's) are left as they are."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno >= logging.WARNING or getattr(record, "flow_name", None) not in OWN_FLOWS
+
+
+def quiet_own_task_runs() -> None:
+    """Install the filter once, unless the user set the task runs' log level."""
+    logger = logging.getLogger("prefect.task_runs")
+    if os.environ.get(TASK_RUN_LEVEL) or any(isinstance(f, _OwnTaskRunsFromWarning) for f in logger.filters):
+        return
+    logger.addFilter(_OwnTaskRunsFromWarning())
+
+
 class _LostApiLines(logging.Filter):
     """Prefect's clients say a lost API at WARNING/ERROR for every event they fail to send,
     with the event in full, and the engine with a traceback: one line of dueflow's instead,

@@ -9,7 +9,7 @@ SELECT key, job, subject_id, cycle, step, step_rank, as_of, status, attempts, pe
        recipient, subject, draft_source, draft_note, tone_plan, message_id, smtp_response, error, retry_after, flow_run_id,
        created_at, updated_at, sending_at, sent_at, attempt_as_of,
        cc_recipient, bcc_recipient, attachment_name, attachment_sha256, attachment_size,
-       attachment_note, pruned_at, statement_key
+       attachment_note, pruned_at, resolved_by, resolved_at, statement_key
 FROM dueflow_ledger
 WHERE (:job IS NULL OR job = :job)
   AND (:status IS NULL OR status = :status)

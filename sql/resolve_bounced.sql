@@ -6,6 +6,7 @@
 UPDATE dueflow_ledger
 SET status = :outcome, error = :note, permanent = false, retry_after = NULL,
     attempts = CASE WHEN :outcome = 'failed' THEN 0 ELSE attempts END,
-    sending_at = NULL, claim_token = NULL, updated_at = CURRENT_TIMESTAMP
+    sending_at = NULL, claim_token = NULL, resolved_by = :by, resolved_at = CURRENT_TIMESTAMP,
+    updated_at = CURRENT_TIMESTAMP
 WHERE (key = :key OR statement_key = (SELECT s.statement_key FROM dueflow_ledger s WHERE s.key = :key))
   AND status = 'bounced'

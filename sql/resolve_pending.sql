@@ -6,6 +6,6 @@ UPDATE dueflow_ledger
 SET status = :outcome, error = :note, permanent = false, retry_after = NULL,
     attempts = CASE WHEN :outcome = 'failed' THEN 0 ELSE attempts END,
     sent_at = CASE WHEN :outcome = 'sent' THEN CURRENT_TIMESTAMP ELSE sent_at END,
-    updated_at = CURRENT_TIMESTAMP
+    resolved_by = :by, resolved_at = CURRENT_TIMESTAMP, updated_at = CURRENT_TIMESTAMP
 WHERE (key = :key OR statement_key = (SELECT s.statement_key FROM dueflow_ledger s WHERE s.key = :key))
   AND status = 'pending' AND (:outcome = 'failed' OR sending_at IS NOT NULL)

@@ -9,6 +9,6 @@ SET recipient = :recipient, subject = :subject, body_text = :body_text,
     cc_recipient = :cc_recipient, bcc_recipient = :bcc_recipient,
     attachment_path = :attachment_path, attachment_name = :attachment_name,
     attachment_sha256 = :attachment_sha256, attachment_size = :attachment_size,
-    attachment_note = :attachment_note, statement_key = :statement_key,
+    attachment_note = :attachment_note, owed_state = :owed_state, statement_key = :statement_key,
     previous_recipient = NULLIF(previous_recipient, :recipient), updated_at = CURRENT_TIMESTAMP
 WHERE key = :key AND status = 'pending' AND sending_at IS NULL AND body_text IS NULL

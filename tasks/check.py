@@ -304,7 +304,7 @@ def _timed_read(database: Any, settings: Settings, ledger: bool = True) -> Check
     started = time.monotonic()
     try:
         renewals = renewal.extract(night_store(database, ledger), today)
-        dunning = DunningJob.extract_all(night_store(database, ledger))
+        dunning = DunningJob.extract_all(night_store(database, ledger), today)
     except DBAPIError as exc:
         line = db_errors.database_problem(exc, "reading tonight's source rows failed")
         detail, _, fix = line.partition(" — fix: ")
@@ -323,7 +323,7 @@ def sources_report(settings: Settings) -> list[str]:
     it comes from and the type seen), what tonight's real extract and rules make of the
     rows (read, quarantined and why, due), and the indexes that would help."""
     from dueflow.tasks.adapters import db
-    from dueflow.tasks.adapters.sources import SourceError, index_advice
+    from dueflow.tasks.adapters.sources import ABSENT, SourceError, index_advice
     from dueflow.tasks.core.dunning_start import before_due, before_due_line
     from dueflow.tasks.jobs import night_jobs
     from dueflow.tasks.operations import sqlite_missing
@@ -340,6 +340,9 @@ def sources_report(settings: Settings) -> list[str]:
     assert sources is not None
     lines = ["", f"Sources ({sources.mapping_origin}):"]
     for source in sources.sources.values():
+        if source.kind == ABSENT:
+            lines.append(f"  {source.name}: none (optional: docs/your-data.md, What the client still owes)")
+            continue
         lines.append(f"  {source.name} ← {source.qualified} ({source.kind})")
         shown = [c for c in source.columns if c.origin != "(not used)"]
         width = max(len(c.column) for c in shown)
@@ -353,7 +356,7 @@ def sources_report(settings: Settings) -> list[str]:
     store = night_store(database, ledger)
     renewals = renewal_job.extract(store, today)
     renewal = renewal_job.decide(renewals, today)
-    dunning = dunning_job.extract_all(store)
+    dunning = dunning_job.extract_all(store, today)
     reminders = dunning_job.decide(dunning, today)
     lines += ["", f"Tonight ({today}), through the real extract and rules (default parameters, dunning start"
               f" {settings.dunning_start}; {'' if ledger else 'no ledger yet: as a first night; '}nothing"

@@ -76,6 +76,7 @@ class Delivery:
     # Not sent because the ledger could not be reached to claim it: the one case a second
     # pass of the same night may still send (a field, not a word of the detail).
     ledger_unavailable: bool = False
+    retry_after: datetime | None = None  # failed, not permanently: when a later run retries it
 
 
 @dataclass(frozen=True)
@@ -187,8 +188,10 @@ class _Batch:
             return f"not sent: delivery stopped tonight, the mail server failed ({self.breaker.reason})"
         return "not sent: interrupted before it was handed to SMTP"
 
-    def note(self, key: str, status: RowStatus, detail: str | None, ledger_unavailable: bool = False) -> None:
-        self.results[key] = Delivery(key, self.recipients[key], status, detail, ledger_unavailable)
+    def note(self, key: str, status: RowStatus, detail: str | None, ledger_unavailable: bool = False,
+             retry_after: datetime | None = None) -> None:
+        self.results[key] = Delivery(key, self.recipients[key], status, detail, ledger_unavailable,
+                                     retry_after)
 
     def settle(self, release: Sequence[str] = (), claim: Sequence[str] = ()) -> list[OutgoingEmail]:
         """Record the unrecorded outcomes, release and claim, in one transaction."""
@@ -210,7 +213,11 @@ class _Batch:
         retry_after = retry_time(datetime.now(UTC), self.settings.retry_backoff)
         result = transport.send(email)
         self.unrecorded.append(outcome_row(email.key, result, retry_after))
-        self.note(email.key, _ROW_STATUS[result.status], result.error or result.smtp_response)
+        status = _ROW_STATUS[result.status]
+        if status is RowStatus.FAILED and result.permanent:
+            status = RowStatus.FAILED_PERMANENTLY
+        self.note(email.key, status, result.error or result.smtp_response,
+                  retry_after=retry_after if status is RowStatus.FAILED else None)
         with contextlib.suppress(Exception):  # a broken terminal must not stop a delivery
             progress.advance()  # the terminal's progress line, when the CLI shows one
 

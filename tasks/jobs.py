@@ -85,8 +85,9 @@ class NightJob(ABC):
         """The winners' emails; a row that cannot be rendered is a failure with its reason."""
 
     @abstractmethod
-    def reread(self, store: Store, rows: pd.DataFrame) -> Extracted:
-        """The source rows of ledger rows (key, subject_id, …) as they are now, by id."""
+    def reread(self, store: Store, rows: pd.DataFrame, as_of: date) -> Extracted:
+        """The source rows of ledger rows (key, subject_id, …) as they are now, by id (an
+        invoice with its payments up to `as_of`)."""
 
     @abstractmethod
     def decide_again(self, extracted: Extracted, rows: pd.DataFrame, as_of: date) -> Decision:
@@ -97,7 +98,7 @@ class NightJob(ABC):
         rows whose run died before storing one, and failed rows a run retries. A paragraph
         planned for a row stays (G7); a row without one is planned now (the model is only
         asked for keys a run just reserved)."""
-        extracted = self.reread(store, rows)
+        extracted = self.reread(store, rows, as_of)
         decision = self.decide_again(extracted, rows, as_of)
         drafts = self.plan_again(rows, decision.due, store, as_of)
         return self.compose(decision.due, extracted, as_of, drafts) + Composed(failures=[
@@ -139,7 +140,7 @@ class RenewalJob(NightJob):
                 drafts: dict[str, Draft]) -> Composed:
         return compose_renewal_alerts(winners, self.locale, self.sender, self.look)
 
-    def reread(self, store: Store, rows: pd.DataFrame) -> Extracted:
+    def reread(self, store: Store, rows: pd.DataFrame, as_of: date) -> Extracted:
         ids = rows["subject_id"].unique().tolist()
         return {"contracts": amounts_from_minor(store.sources.by_id("contracts", ids))}
 
@@ -188,7 +189,7 @@ class DunningJob(NightJob):
             "start_by_text": (last_start + timedelta(days=3)).isoformat(),
             "after_first_by": (as_of - timedelta(days=delays[1])).isoformat(),
             "after_second_by": (as_of - timedelta(days=delays[2])).isoformat(),
-            "hold_as_of": as_of.isoformat()}, self.timezone)
+            "hold_as_of": as_of.isoformat(), "as_of": as_of.isoformat()}, self.timezone)
 
         def distinct(column: str) -> list[str]:
             return invoices[column].dropna().astype(str).unique().tolist()
@@ -198,10 +199,11 @@ class DunningJob(NightJob):
                 "history": store.ledger.dunning_history(distinct("id"))}
 
     @staticmethod
-    def extract_all(store: Store) -> Extracted:
+    def extract_all(store: Store, as_of: date | None = None) -> Extracted:
         """Every open invoice, their clients, and the dunning steps already in the ledger for
-        them, whatever the night (the forecast looks at the nights ahead)."""
-        invoices = store.sources.every("invoices")
+        them, whatever the night (the forecast looks at the nights ahead); payments up to
+        `as_of` (None: every one recorded)."""
+        invoices = store.sources.every("invoices", as_of)
         ids = invoices["id"].dropna().astype(str).unique().tolist()
         return {"invoices": amounts_from_minor(invoices), "clients": store.sources.every("clients"),
                 "history": store.ledger.dunning_history(ids)}
@@ -246,20 +248,31 @@ class DunningJob(NightJob):
         alone = carriers.isna().to_numpy()
         history = extracted["history"]
         composed = compose_dunning_emails(due[alone], history, self.sender, drafts, as_of, self.look)
-        if alone.all():
-            return composed
-        return composed + compose_statements(due[~alone], carriers[~alone], history, self.sender, as_of,
-                                             self.look)
+        if not alone.all():
+            composed += compose_statements(due[~alone], carriers[~alone], history, self.sender, as_of,
+                                           self.look)
+        return with_owed_states(composed, winners)
 
-    def reread(self, store: Store, rows: pd.DataFrame) -> Extracted:
+    def reread(self, store: Store, rows: pd.DataFrame, as_of: date) -> Extracted:
         ids = rows["subject_id"].unique().tolist()
-        invoices = amounts_from_minor(store.sources.by_id("invoices", ids))
+        invoices = amounts_from_minor(store.sources.by_id("invoices", ids, as_of))
         clients = store.sources.by_id("clients", invoices["client_id"].dropna().astype(str).unique().tolist())
         return {"invoices": invoices, "clients": clients, "history": store.ledger.dunning_history(ids)}
 
     def decide_again(self, extracted: Extracted, rows: pd.DataFrame, as_of: date) -> Decision:
         return dunning_steps_for(extracted["invoices"], extracted["clients"], rows, as_of, self.timezone,
-                                 self.escalation_to, self.rules.profiles if self.rules else None)
+                                 self.escalation_to, self.rules.profiles if self.rules else None, self.rules)
+
+
+def with_owed_states(composed: Composed, due: pd.DataFrame) -> Composed:
+    """Each message with what the amount it states was read from (the due row's
+    payment_state), stored beside it: a payment recorded before it is claimed is noticed
+    (tasks/night.py: restate_owed)."""
+    if "payment_state" not in due or not composed.emails:
+        return composed
+    state = due["payment_state"].astype(object)
+    states = dict(zip(due["key"], state.where(state.notna(), None), strict=True))
+    return replace(composed, emails=[replace(e, owed_state=states.get(e.key)) for e in composed.emails])
 
 
 def attach_invoices(due: pd.DataFrame, template: PdfTemplate | None) -> pd.DataFrame:
@@ -291,4 +304,4 @@ def dunning_rules(settings: Settings, delays: Sequence[int], start: DunningStart
     """The profiles (over the run's parameters, the default profile) and minimums the
     settings give, with the calendar read from them once (`settings.calendar()`)."""
     default = default_profile(delays, start, unit, settings.escalation_address())
-    return DunningRules(settings.profiles(default), calendar, settings.minimums())
+    return DunningRules(settings.profiles(default), calendar, settings.minimums(), settings.rates())

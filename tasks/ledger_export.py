@@ -27,6 +27,7 @@ from dueflow.sql import statement
 from dueflow.tasks.adapters import db
 from dueflow.tasks.core.frames import pd
 from dueflow.tasks.core.statuses import LedgerStatus
+from dueflow.tasks.core.vocabulary import ledger_outcomes, todos, when_text
 
 Format = Literal["table", "csv", "json", "parquet"]
 FORMATS: tuple[Format, ...] = ("table", "csv", "json", "parquet")
@@ -35,21 +36,26 @@ ALL_ROWS = 2**62  # sql/ledger_export.sql's LIMIT when there is none
 
 TEXT = ("key", "job", "subject_id", "cycle", "step", "status", "recipient", "subject", "draft_source",
         "draft_note", "tone_plan", "message_id", "smtp_response", "error", "flow_run_id", "cc_recipient",
-        "bcc_recipient", "attachment_name", "attachment_sha256", "attachment_note", "statement_key")
+        "bcc_recipient", "attachment_name", "attachment_sha256", "attachment_note", "resolved_by",
+        "statement_key")
 INTEGERS = ("step_rank", "attempts", "attachment_size")
 FLAGS = ("permanent",)
 DATES = ("as_of", "attempt_as_of")
-TIMESTAMPS = ("retry_after", "created_at", "updated_at", "sending_at", "sent_at", "pruned_at")
+TIMESTAMPS = ("retry_after", "created_at", "updated_at", "sending_at", "sent_at", "pruned_at", "resolved_at")
 COLUMNS = ("key", "job", "subject_id", "cycle", "step", "step_rank", "as_of", "status", "attempts",
            "permanent", "recipient", "subject", "draft_source", "draft_note", "tone_plan", "message_id",
            "smtp_response", "error",
            "retry_after", "flow_run_id", "created_at", "updated_at", "sending_at", "sent_at",
            "attempt_as_of", "cc_recipient", "bcc_recipient", "attachment_name", "attachment_sha256",
-           "attachment_size", "attachment_note", "pruned_at", "statement_key")
+           "attachment_size", "attachment_note", "pruned_at", "resolved_by", "resolved_at",
+           "statement_key")
 
 # The terminal table: these columns, each at most this wide (the rest of a value is cut).
-TABLE_COLUMNS = {"as_of": 10, "status": 7, "attempts": 8, "key": 60, "recipient": 36, "error": 60}
-TABLE_HEADERS = {"error": "detail"}
+# The status is the outcome's word (tasks/core/vocabulary.py) and what to do comes next;
+# the Message-ID is what an operator looks for in the mail server's log before `resolve`.
+TABLE_COLUMNS = {"as_of": 10, "status": 18, "what_to_do": 78, "attempts": 8, "key": 60, "recipient": 36,
+                 "message_id": 60, "permanent": 9, "retry_after": 20, "error": 60}
+TABLE_HEADERS = {"error": "detail", "what_to_do": "what to do"}
 
 
 @dataclass(frozen=True)
@@ -183,6 +189,11 @@ class TableWriter(Writer):
 
     @staticmethod
     def _cells(chunk: pd.DataFrame) -> pd.DataFrame:
+        outcome = ledger_outcomes(chunk["status"], chunk["permanent"], chunk["sending_at"])
+        chunk = chunk.assign(status=outcome, what_to_do=todos(outcome, pd.Series("KEY", index=chunk.index),
+                                                              chunk["retry_after"]),
+                             # a retry time means something only for a failure a later run retries
+                             retry_after=chunk["retry_after"].where(outcome == "failed").map(when_text))
         shown = chunk.loc[:, list(TABLE_COLUMNS)].astype(object).where(chunk.notna(), None)
         cells = shown.map(lambda v: "" if v is None else str(v))
         # The detail: what went wrong, else the mail server's reply (`250 OK queued as …`).

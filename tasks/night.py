@@ -42,11 +42,13 @@ from dueflow.tasks.core.rekeying import PAIR_COLUMNS, new_subjects, respelled, s
 from dueflow.tasks.core.render import Composed, Prepared
 from dueflow.tasks.core.report import (
     RunSummary,
+    attention_level,
     bounced_rows,
     concat_rows,
     count_line,
     decision_line,
     drafts_frame,
+    extract_line,
     facts_of,
     key_rows,
     no_rows,
@@ -176,11 +178,12 @@ def run_night(night: Night, call: Steps) -> RunSummary:
     log = night.log
     extracted: dict[Job, Extracted] = {}
     decisions: dict[Job, Decision] = {}
+    for job in night.jobs:  # the delays in force, which the run form's parameter cannot show
+        if (rules := getattr(job, "rules", None)) is not None:
+            log.info("%s: delays in force: %s", job.name, rules.profiles.said())
     for job in night.jobs:  # 1. extract and 2. decide: all before any write
         extracted[job.name] = read_sources(night, job, call)
-        log.info("%s: extracted %s", job.name, ", ".join(
-            f"{len(f):,} {'earlier ledger rows' if n == 'history' else n}"
-            for n, f in extracted[job.name].items()))
+        log.info("%s", extract_line(job.name, extracted[job.name]))
         decisions[job.name] = call(steps.decide, job, extracted[job.name], night.as_of)
         log.info("%s: %s", job.name, decision_line(decisions[job.name]))
     # Ids the ledger knows spelled another way: the source changed under the night, and
@@ -190,19 +193,28 @@ def run_night(night: Night, call: Steps) -> RunSummary:
     night, tonight = looked_at(night, decisions)  # a night that looks wrong waits for a person
     tonight.rows.append(earlier := send_earlier(night, call))
     if not earlier.empty:
-        log.info("earlier runs: %s", count_line(earlier))
+        log.log(attention_level(earlier), "earlier runs: %s", count_line(earlier))
     for job in night.jobs:
         decision = decisions[job.name]
         winners, job_rows = reserve(night, job, decision, call)              # 3. reserve
-        log.info("%s: %s %s of %s new", job.name, "would reserve" if night.params.dry_run else "reserved",
-                 f"{len(winners):,}", f"{len(decision.to_reserve):,}")
+        if night.params.dry_run:  # a dry run writes nothing: it says what it would do
+            log.info("%s: would reserve %s new email(s) (dry run: nothing is written)", job.name,
+                     f"{len(winners):,}")
+        else:
+            log.info("%s: reserved %s of %s new email(s)", job.name, f"{len(winners):,}",
+                     f"{len(decision.to_reserve):,}")
         prepared = compose(night, job, winners, extracted[job.name], call)   # 4. compose (and store)
         if not winners.empty:
-            log.info("%s: composed %s email(s)%s", job.name, f"{len(prepared.emails):,}",
-                     f", {len(prepared.failures)} could not be rendered" if prepared.failures else "")
+            done = "rendered" if night.params.dry_run else "composed and stored"
+            log.log(logging.WARNING if prepared.failures else logging.INFO, "%s: %s %s email(s)%s", job.name,
+                    done, f"{len(prepared.emails):,}",
+                    f", {len(prepared.failures)} could not be rendered" if prepared.failures else "")
+        if job.name == Job.DUNNING and not winners.empty and not (night.params.dry_run or night.params.adopt):
+            # paid since the extract?
+            prepared = restated(prepared, restate_owed(night, call))
         delivered = deliver_won(night, job, winners, prepared, call)          # 5. deliver
         if not delivered.empty:
-            log.info("%s: %s", job.name, count_line(delivered))
+            log.log(attention_level(delivered), "%s: %s", job.name, count_line(delivered))
         tonight.rows += [job_rows, delivered]
         tonight.won[job.name] = winners
         if night.params.dry_run and job.name == Job.DUNNING:  # the start's effect, before the first night
@@ -297,6 +309,26 @@ def respelled_ids(night: Night, decisions: dict[Job, Decision],
     return pd.concat(found, ignore_index=True) if found else pd.DataFrame(columns=list(PAIR_COLUMNS))
 
 
+def restate_owed(night: Night, call: Steps) -> Prepared:
+    """The restate-owed step (tasks/steps.py: stored reminders whose amount is no longer
+    what the client owes, rendered again before any is claimed), said in the log."""
+    again = call(steps.restate_owed, night.store, night.jobs, night.as_of)
+    if again.emails or again.failures:
+        night.log.info("dunning: %s stored reminder(s) rendered again, %s withdrawn: what the client owes"
+                       " changed since they were rendered", len(again.emails), len(again.failures))
+    return again
+
+
+def restated(prepared: Prepared, again: Prepared) -> Prepared:
+    """Tonight's messages with those rendered again in their place (the failures: settled)."""
+    if not again.emails and not again.failures:
+        return prepared
+    new = {e.key: e for e in again.emails}
+    gone = dict(again.failures)
+    return replace(prepared, emails=[new.get(e.key, e) for e in prepared.emails if e.key not in gone],
+                   failures=[*prepared.failures, *again.failures])
+
+
 def send_earlier(night: Night, call: Steps) -> pd.DataFrame:
     """Send what earlier runs reserved and surely never handed to SMTP, and the failed rows
     due for another attempt, re-addressed from the data as it is now; rows no longer due
@@ -307,6 +339,7 @@ def send_earlier(night: Night, call: Steps) -> pd.DataFrame:
     unrendered = dict(call(steps.retry_failed, night.store, night.jobs, night.as_of, night.flow_run_id,
                            night.params.retry_max_attempts, night.params.retry_backoff))
     withdrawn = ledger.withdraw_unsent(night.as_of)
+    restate_owed(night, call)
     unsent = ledger.unsent_rows()
     settled = pd.Series([*withdrawn, *unrendered], dtype=object)
     of_job = dict(zip(settled, parse_keys(settled)["job"], strict=True)) | dict(
@@ -330,6 +363,8 @@ def send_earlier(night: Night, call: Steps) -> pd.DataFrame:
                              retry=True))
         # Rows rendered again into a statement go with its carrier (tasks/core/statements.py).
         riders = {e.key for e in composed.emails if e.statement_key not in (None, e.key)}
+        riders |= set(ready.loc[ready["statement_key"].notna().to_numpy()
+                                & ready["statement_key"].ne(ready["key"]).fillna(False).to_numpy(), "key"])
         items = [Recipient(k, r or "") for k, r in zip(ready["key"], ready["recipient"], strict=True)
                  if k not in riders]
         delivered = in_statements(deliver(night, items, call), composed.addressed().emails)
@@ -345,7 +380,9 @@ def reserve(night: Night, job: NightJob, decision: Decision,
     ledger, params = night.store.ledger, night.params
     handled = already_in_ledger(decision)
     open_keys = ledger.open_keys() if len(handled) else {}
-    plan = plan_reservation(job.name, job.source, decision, open_keys, params.send_cap)
+    failed = ledger.failed_rows() if LedgerStatus.FAILED in open_keys.values() else None
+    plan = plan_reservation(job.name, job.source, decision, open_keys, params.send_cap, failed,
+                            params.retry_max_attempts)
     if params.dry_run:
         return plan.candidates, plan.rows
     if not plan.quarantined.empty:
@@ -380,7 +417,8 @@ def delivery_rows(jobs: str | dict[str, str], deliveries: Sequence[Delivery],
                   retry: bool = False) -> pd.DataFrame:
     frame = pd.DataFrame({"key": [d.key for d in deliveries], "recipient": [d.recipient for d in deliveries]})
     job = frame["key"].map(jobs) if isinstance(jobs, dict) else jobs
-    return key_rows(job, frame, [d.status for d in deliveries], [d.detail for d in deliveries], retry)
+    return key_rows(job, frame, [d.status for d in deliveries], [d.detail for d in deliveries], retry,
+                    [d.retry_after for d in deliveries])
 
 
 def deliver_won(night: Night, job: NightJob, winners: pd.DataFrame, prepared: Prepared,

@@ -213,10 +213,29 @@ def load_sample_data(settings: Settings) -> int:
     return seed_sample_data(engine, settings.today(), settings.source_schema)
 
 
+INVOICE_STATE_COLUMNS = ("invoice_id", "client_id", "number", "invoice_status", "state", "held",
+                         "state_as_of", "step_status", "what_to_do", "steps", "hold_until",
+                         "client_paused_until", "profile")
+
+
 def invoice_states(settings: Settings) -> pd.DataFrame:
-    """Each open invoice's dunning state (sql/invoice_state), read through the sources."""
+    """Each invoice's dunning state (sql/invoice_state), read through the sources: its last
+    step's outcome in the vocabulary's words and what to do about it, and why it is held —
+    a client paused with no end is said so, never left to read as a plain SENT."""
+    from dueflow.tasks.core.vocabulary import ledger_outcomes, todos
+
     database = db.open_database(settings)
-    return db.extract_frame(database.engine, database.source_statement("invoice_state"), {})
+    frame = db.extract_frame(database.engine, database.source_statement("invoice_state"), {})
+    # A flag as the database gives it: a boolean, 0/1, or SQLite's and psycopg2's text forms.
+    permanent = frame["step_permanent"].astype("string").str.lower().isin(["true", "t", "1"])
+    outcome = ledger_outcomes(frame["step_status"], permanent, frame["step_sending_at"])
+    open_ = ~frame["state"].isin(["PAID", "VOID", "DRAFT"])
+    # dunning_paused has no end: the invoice waits until someone unpauses its client.
+    paused = open_ & (pd.to_numeric(frame["client_paused"]).fillna(0) > 0)
+    held = pd.Series(pd.NA, index=frame.index, dtype="string").mask(paused, "client paused, no end")
+    what = todos(outcome, pd.Series("KEY", index=frame.index), frame["step_retry_after"])
+    return frame.assign(step_status=outcome, held=held, what_to_do=what.where(outcome.notna(), None)
+                        ).reindex(columns=list(INVOICE_STATE_COLUMNS))
 
 
 class Settled(StrEnum):
@@ -224,9 +243,17 @@ class Settled(StrEnum):
 
     PENDING = "pending"  # a pending row settled as the operator said
     BOUNCED = "bounced"  # a bounced row settled as the operator said
+    FAILED = "failed"  # a failed row (or a bounced one) to be sent once more (--as retry)
     CHANGED = "changed meanwhile"  # it changed between the look and the write: left as it is
-    NOT_SETTLEABLE = "not settleable"  # not pending or bounced (or not in the ledger)
+    NOT_SETTLEABLE = "not settleable"  # not in a state this outcome settles (or not in the ledger)
     NEVER_HANDED = "never handed to SMTP"  # pending, never claimed: it cannot have been sent
+
+
+# What each `--as` settles: sent and failed a pending or bounced row (the operator's word
+# on an outcome); retry a failed or bounced one (send it again, once).
+RETRY = "retry"
+SETTLES = {"sent": ("claimed", "unclaimed", "bounced"), "failed": ("claimed", "unclaimed", "bounced"),
+           RETRY: ("failed", "bounced")}
 
 
 @dataclass(frozen=True)
@@ -237,26 +264,33 @@ class Resolution:
 
     @property
     def done(self) -> bool:
-        return self.settled in (Settled.PENDING, Settled.BOUNCED)
+        return self.settled in (Settled.PENDING, Settled.BOUNCED, Settled.FAILED)
 
 
-def resolve(engine: Engine, keys: Sequence[str], outcome: str, note: str) -> list[Resolution]:
-    """Settle each key as `outcome` (sent, or failed: a later run sends it again) after an
-    operator checked the mail server's log: a pending row that may have left, or a bounced
-    one (docs/bounces.md). A row never handed to SMTP cannot have been sent; any other row is
-    left as it is."""
+def resolve(engine: Engine, keys: Sequence[str], outcome: str, note: str, by: str | None = None
+            ) -> list[Resolution]:
+    """Settle each key as `outcome`, recording who (`by`) and when: `sent` or `failed` (a
+    later run sends it again) after an operator checked the mail server's log — a pending
+    row that may have left, or a bounced one (docs/bounces.md); `retry` — a failed row
+    (also a permanent refusal, or one out of attempts) or a bounced one goes once more, to
+    the address the data says. A row never handed to SMTP cannot have been sent; any other
+    row is left as it is."""
     before = db.claimed_keys(engine, keys)
     done = []
     for key in keys:
         state = before.get(key)
-        if state == "bounced":
-            settled = Settled.BOUNCED if db.resolve_bounced(engine, key, outcome, note) else Settled.CHANGED
-        elif state not in ("claimed", "unclaimed"):
+        if state not in SETTLES[outcome]:
             settled = Settled.NOT_SETTLEABLE
+        elif outcome == RETRY:
+            settled = Settled.FAILED if db.resolve_retry(engine, key, note, by) else Settled.CHANGED
+        elif state == "bounced":
+            settled = (Settled.BOUNCED if db.resolve_bounced(engine, key, outcome, note, by)
+                       else Settled.CHANGED)
         elif state == "unclaimed" and outcome == "sent":
             settled = Settled.NEVER_HANDED
         else:
-            settled = Settled.PENDING if db.resolve_pending(engine, key, outcome, note) else Settled.CHANGED
+            settled = (Settled.PENDING if db.resolve_pending(engine, key, outcome, note, by)
+                       else Settled.CHANGED)
         done.append(Resolution(key, settled, state))
     return done
 

@@ -27,6 +27,7 @@ from prefect.cache_policies import NO_CACHE
 from dueflow.tasks.adapters.db_errors import transient
 from dueflow.tasks.core.decide import Decision, retried_keys
 from dueflow.tasks.core.frames import pd
+from dueflow.tasks.core.keys import Job
 from dueflow.tasks.core.message import OutgoingEmail
 from dueflow.tasks.core.ports import Ledger, Store
 from dueflow.tasks.core.render import Composed, Prepared
@@ -176,6 +177,40 @@ def compose_and_store(job: NightJob, winners: pd.DataFrame, extracted: Extracted
     if store:
         ledger.store_messages([email.as_row() for email in composed.emails])
         ledger.record_unrendered(composed.failures)
+    return composed.addressed()
+
+
+@task(name="restate-owed", cache_policy=NO_CACHE)
+def restate_owed(store: Store, jobs: Sequence[NightJob], as_of: date) -> Prepared:
+    """Stored reminders whose amount is no longer what the client owes (a payment or a credit
+    note recorded since they were rendered: docs/design.md, "What the client still owes"),
+    while no delivery has claimed them — provably never handed to SMTP: rendered again from
+    the rows as they are on `as_of` (the night that sends them), under the same key and so
+    the same Message-ID, in place of the stored message; one with nothing left to collect
+    is settled failed with the reason instead. A claimed row keeps its text: it may have
+    left (G3). No retries: a second run of it finds nothing changed, or does the same."""
+    ledger = store.ledger
+    unsent = ledger.unsent_rows()
+    dunning = [job for job in jobs if job.name == Job.DUNNING]
+    if unsent.empty or not dunning:
+        return Prepared()
+    rows = unsent[(unsent["job"] == Job.DUNNING).to_numpy() & unsent["stored"].to_numpy(dtype=bool)
+                  & unsent["owed_state"].notna().to_numpy()]
+    if rows.empty:
+        return Prepared()
+    now = store.sources.by_id("invoices", rows["subject_id"].unique().tolist(), as_of)
+    state = now.drop_duplicates("id").set_index("id")["payment_state"].astype(object).fillna("")
+    changed = rows[rows["subject_id"].map(state).ne(rows["owed_state"]).to_numpy()]
+    if changed.empty:
+        return Prepared()
+    # A statement is one email: one of its invoices changed, all of it is rendered again.
+    statements = changed["statement_key"].dropna()
+    if not statements.empty:
+        changed = rows[rows["key"].isin(changed["key"]).to_numpy()
+                       | rows["statement_key"].isin(statements).to_numpy()]
+    composed = dunning[0].render_again(store, changed, as_of)
+    ledger.restate_messages([email.as_row() for email in composed.emails])
+    ledger.record_unrendered(composed.failures)
     return composed.addressed()
 
 

@@ -36,9 +36,10 @@ from dueflow.tasks.core.text import VALID_UTF8
 from dueflow.tasks.core.validate import business_dates
 
 # What a job hands to `reserve`: the ledger row to insert, plus `previous_by`, the
-# latest as_of the previous step may carry for this step to be due (dunning only).
+# latest as_of the previous step may carry for this step to be due, and `payment_state`,
+# what the extract read the open amount from (dunning only).
 CANDIDATE_COLUMNS = ("key", "subject_id", "subject_form", "cycle", "step", "step_rank", "recipient",
-                     "previous_by")
+                     "previous_by", "payment_state")
 
 
 def engine_for(url: str, lock_timeout: float = DB_LOCK_TIMEOUT, ledger_schema: str | None = None) -> Engine:
@@ -431,7 +432,8 @@ def candidate_columns(candidates: pd.DataFrame) -> dict[str, list[Any]]:
 # The arrays sql/reserve_*.postgresql.sql take, and the candidate column in each.
 RESERVE_ARRAYS = {"keys": "key", "subject_ids": "subject_id", "subject_forms": "subject_form",
                   "cycles": "cycle", "steps": "step",
-                  "step_ranks": "step_rank", "recipients": "recipient", "previous_by": "previous_by"}
+                  "step_ranks": "step_rank", "recipients": "recipient", "previous_by": "previous_by",
+                  "payment_states": "payment_state"}
 
 
 def reserve_arrays(columns: Mapping[str, list[Any]]) -> dict[str, str]:
@@ -459,12 +461,13 @@ STORE_ARRAYS = {"keys": "key", "recipients": "recipient", "subjects": "subject",
                 "cc_recipients": "cc_recipient", "bcc_recipients": "bcc_recipient",
                 "attachment_paths": "attachment_path", "attachment_names": "attachment_name",
                 "attachment_sha256s": "attachment_sha256", "attachment_sizes": "attachment_size",
-                "attachment_notes": "attachment_note", "statement_keys": "statement_key"}
+                "attachment_notes": "attachment_note", "owed_states": "owed_state",
+                "statement_keys": "statement_key"}
 # What a message row holds besides its text, None unless the message has it.
 MESSAGE_EXTRAS = ("draft_source", "draft_note", "paragraph", "tone_plan", "refused_answer",
                   "cc_recipient", "bcc_recipient",
                   "attachment_path", "attachment_name", "attachment_sha256", "attachment_size",
-                  "attachment_note", "statement_key")
+                  "attachment_note", "owed_state", "statement_key")
 # Messages per statement, at most, and characters of message text per statement, at most:
 # each statement's array literals are copied several times on their way to the server
 # (joined, escaped, encoded), so a statement of 5,000 messages of 10 KB raised the
@@ -656,16 +659,29 @@ def withdraw_unsent(database: Database, as_of: date) -> list[str]:
         return withdrawn
 
 
+def restate_messages(engine: Engine, messages: Sequence[Mapping[str, Any]]) -> None:
+    """Messages rendered again because what the client owes changed (sql/restate_message):
+    each replaces the stored one on its row while no delivery has claimed it."""
+    if messages:
+        with writing(engine) as conn:
+            conn.execute(text(statement("restate_message")),
+                         [dict.fromkeys(MESSAGE_EXTRAS) | dict(m) for m in messages])
+
+
 def unsent_rows(engine: Engine) -> pd.DataFrame:
     """Pending rows no delivery claimed: surely never handed to SMTP (sql/unsent)."""
     frame = read_frame(engine, statement("unsent"), {})
     return frame.assign(stored=frame["stored"].astype(bool))
 
 
-def rows_by_id(database: Database, name: str, ids: Sequence[str]) -> pd.DataFrame:
-    """The source rows with these ids, through sql/<name> (contracts_by_id, …)."""
+def rows_by_id(database: Database, name: str, ids: Sequence[str], as_of: str | None = None) -> pd.DataFrame:
+    """The source rows with these ids, through sql/<name> (contracts_by_id, …); `as_of`, the
+    last date whose payments count, for the statements that read them (invoices_by_id)."""
     engine = database.engine
-    return extract_frame(engine, database.source_statement(name), {"ids": _key_list(engine, ids)})
+    params: dict[str, Any] = {"ids": _key_list(engine, ids)}
+    if as_of is not None and ":as_of" in database.source_statement(name):
+        params["as_of"] = as_of
+    return extract_frame(engine, database.source_statement(name), params)
 
 
 def open_keys(engine: Engine) -> dict[str, str]:
@@ -674,13 +690,30 @@ def open_keys(engine: Engine) -> dict[str, str]:
     return dict(zip(frame["key"], frame["status"], strict=True))
 
 
-def resolve_pending(engine: Engine, key: str, outcome: str, note: str) -> bool:
-    """An operator settles a pending row: `sent` (only one that was handed to SMTP), or
-    `failed` (a later run sends it again)."""
+def failed_rows(engine: Engine) -> pd.DataFrame:
+    """Every failed row with why a night may not retry it (sql/failed_rows)."""
+    frame = read_frame(engine, statement("failed_rows"), {}, dtype=object)
+    return frame.assign(permanent=frame["permanent"].astype(bool), attempts=frame["attempts"].astype(int))
+
+
+def resolve_pending(engine: Engine, key: str, outcome: str, note: str, by: str | None = None) -> bool:
+    """An operator (`by`) settles a pending row: `sent` (only one that was handed to SMTP),
+    or `failed` (a later run sends it again)."""
     with writing(engine) as conn:
         result = conn.execute(text(statement("resolve_pending")),
-                              {"key": key, "outcome": outcome, "note": note})
+                              {"key": key, "outcome": outcome, "note": note, "by": by})
         return result.rowcount >= 1
+
+
+def resolve_retry(engine: Engine, key: str, note: str, by: str | None = None) -> bool:
+    """An operator (`by`) sends a failed (also permanently) or bounced row once more, to
+    the address the data says (sql/resolve_retry); its bounces no longer apply to it."""
+    with writing(engine) as conn:
+        changed = conn.execute(text(statement("resolve_retry")),
+                               {"key": key, "note": note, "by": by}).rowcount >= 1
+        if changed:
+            conn.execute(text(statement("bounce_settle")), {"key": key})
+        return changed
 
 
 PRUNE_BATCH = 5_000  # rows per statement of a prune: each a short transaction
@@ -806,11 +839,11 @@ def unsettled_rows(engine: Engine, limit: int = 50) -> pd.DataFrame:
 
 
 def unsettled_counts(engine: Engine) -> dict[str, int]:
-    """How many rows of the whole ledger are in doubt (`pending`, handed to SMTP), `failed`,
-    or never handed to SMTP (`unsent`: pending without a claim, sent by the next run), and
-    how many bounced."""
+    """How many rows of the whole ledger are in doubt (`pending`, handed to SMTP), `failed`
+    (retried later) or failed for good (`permanent`), never handed to SMTP (`unsent`: pending
+    without a claim, sent by the next run), and how many bounced."""
     frame = read_frame(engine, statement("unsettled_counts"), {})
-    return {"pending": 0, "failed": 0, "unsent": 0, "bounced": 0} | {
+    return {"pending": 0, "failed": 0, "permanent": 0, "unsent": 0, "bounced": 0} | {
         str(state): int(n) for state, n in frame.itertuples(index=False)}
 
 
@@ -908,12 +941,12 @@ def record_bounces(engine: Engine, bounces: pd.DataFrame, kept: pd.DataFrame) ->
     return marked
 
 
-def resolve_bounced(engine: Engine, key: str, outcome: str, note: str) -> bool:
-    """An operator settles a bounced row: `failed` (a later run sends it again, rendered
-    anew) or `sent`; its bounces no longer apply to it."""
+def resolve_bounced(engine: Engine, key: str, outcome: str, note: str, by: str | None = None) -> bool:
+    """An operator (`by`) settles a bounced row: `failed` (a later run sends it again,
+    rendered anew) or `sent`; its bounces no longer apply to it."""
     with writing(engine) as conn:
         changed = conn.execute(text(statement("resolve_bounced")),
-                               {"key": key, "outcome": outcome, "note": note}).rowcount >= 1
+                               {"key": key, "outcome": outcome, "note": note, "by": by}).rowcount >= 1
         if changed:
             conn.execute(text(statement("bounce_settle")), {"key": key})
         return changed

@@ -17,6 +17,7 @@ import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
+from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 from typing import Any, TypeVar
 
 from dueflow.tasks.core.bounces import copy_digests
@@ -36,18 +37,24 @@ COLUMNS = {  # each relation's projection (sql/*_by_id), in order
     "clients": ("id", "name", "email", "locale", "notes", "dunning_paused", "dunning_paused_until",
                 "cc_email", "dunning_profile"),
     "invoices": ("id", "client_id", "number", "amount", "amount_minor", "currency", "status", "sent_at",
-                 "due_date", "paid_at", "dunning_hold_until", "pdf_path"),
+                 "due_date", "paid_at", "dunning_hold_until", "pdf_path", "amount_open", "amount_paid"),
+    "payments": ("invoice_id", "amount", "currency", "received_at"),
 }
 TEXT = {  # the columns each projection reads as text
     "contracts": ("id", "vendor", "title", "currency", "notify_email", "status"),
     "clients": ("id", "name", "email", "locale", "notes", "dunning_paused", "cc_email", "dunning_profile"),
     "invoices": ("id", "client_id", "number", "currency", "status", "pdf_path"),
+    "payments": ("invoice_id", "currency"),
 }
+# What sql/dunning_candidates, invoices_by_id and extract_invoices add to an invoice
+# (sql/fragments/payments_of, payment_state).
+PAID_COLUMNS = ("paid_e4", "credited_e4", "paid_last", "paid_currency_low", "paid_currency_high",
+                "payments_unreadable", "payment_state")
 OFF = ("0", "false", "f", "no", "n", "off", "")  # sql/fragments/invoice_open: a client not paused
 MESSAGE_FIELDS = ("recipient", "subject", "body_text", "body_html", "message_id", "draft_source",
                   "draft_note", "paragraph", "tone_plan", "refused_answer", "cc_recipient", "bcc_recipient",
                   "attachment_path", "attachment_name", "attachment_sha256", "attachment_size",
-                  "attachment_note", "statement_key")
+                  "attachment_note", "owed_state", "statement_key")
 PRUNED_FIELDS = ("recipient", "previous_recipient", "cc_recipient", "bcc_recipient", "subject", "body_text",
                  "body_html", "paragraph", "draft_note", "refused_answer", "smtp_response", "error",
                  "attachment_path", "attachment_name", "attachment_note")
@@ -56,7 +63,9 @@ NOT_DUE = ("not sent: no longer due when a run went to send it (contract changed
 RETRY_COLUMNS = ("key", "job", "subject_id", "cycle", "step", "step_rank", "as_of", "recipient", "permanent",
                  "paragraph", "draft_source", "draft_note", "tone_plan", "attachment_sha256")
 UNSENT_COLUMNS = ("key", "job", "subject_id", "cycle", "step", "step_rank", "as_of", "recipient", "paragraph",
-                  "draft_source", "draft_note", "tone_plan", "stored")
+                  "draft_source", "draft_note", "tone_plan", "owed_state", "statement_key", "stored")
+RESTATED_FIELDS = ("subject", "body_text", "body_html", "message_id", "attachment_path", "attachment_name",
+                   "attachment_sha256", "attachment_size", "attachment_note", "owed_state", "statement_key")
 
 
 def sql_date(value: object) -> date | None:
@@ -101,6 +110,54 @@ def _frame(rows: Iterable[Mapping[str, Any]], columns: Sequence[str], dtype: Any
     return pd.DataFrame([[row.get(c) for c in columns] for row in rows], columns=list(columns), dtype=dtype)
 
 
+def _units(value: object) -> int | None:
+    """An amount as sql/fragments/payments_of.sqlite reads it: integer units of 10^-4."""
+    if isinstance(value, bool) or _missing(value):
+        return None
+    try:
+        exact = Decimal(str(value).strip()) if not isinstance(value, float) else Decimal(repr(value))
+    except InvalidOperation:
+        return None
+    if not exact.is_finite() or "e" in str(value).lower():
+        return None
+    return int((exact * 10000).to_integral_value(ROUND_HALF_UP))
+
+
+def _received(value: object) -> str | None:
+    """A payment's date as payments_of.sqlite reads it: its first ten characters, when a date."""
+    text = _iso(value)
+    return text[:10] if text is not None and plain_date(text[:10]) else None
+
+
+def paid_columns(invoices: Sequence[Row], payments: Sequence[Row], as_of: str) -> list[Row]:
+    """sql/fragments/payments_of and payment_state: the invoices with what was paid and
+    credited on each up to `as_of`."""
+    by_invoice: dict[str, list[tuple[int | None, str | None, str | None]]] = {}
+    for p in payments:
+        received = _received(p["received_at"])
+        if received is None or received <= as_of:
+            by_invoice.setdefault(p["invoice_id"], []).append((_units(p["amount"]), received, p["currency"]))
+    rows = []
+    for invoice in invoices:
+        found = by_invoice.get(invoice["id"]) if invoice["id"] is not None else None
+        own = f"|{_text(invoice.get('amount_open')) or ''}|{_text(invoice.get('amount_paid')) or ''}"
+        if not found:
+            rows.append({**invoice, **dict.fromkeys(PAID_COLUMNS), "payment_state": own})
+            continue
+        units = [u for u, _, _ in found if u is not None]
+        currencies = [c for _, _, c in found if c is not None]
+        paid = [u for u in units if u > 0]
+        credited = [-u for u in units if u < 0]
+        low, high = (min(currencies), max(currencies)) if currencies else (None, None)
+        rows.append({**invoice, "paid_e4": sum(paid) if paid else None,
+                     "credited_e4": sum(credited) if credited else None,
+                     "paid_last": max((d for u, d, _ in found if u and u > 0 and d), default=None),
+                     "paid_currency_low": low, "paid_currency_high": high,
+                     "payments_unreadable": sum(u is None or d is None or c is None for u, d, c in found),
+                     "payment_state": f"{len(found)}:{sum(units)}:{low or ''}:{high or ''}{own}"})
+    return rows
+
+
 def _open(invoice: Mapping[str, Any]) -> bool:
     """sql/fragments/invoice_may_be_dunned."""
     return invoice["paid_at"] is None and invoice["status"] not in ("draft", "paid", "void")
@@ -118,7 +175,7 @@ class MemorySources:
     @classmethod
     def of(cls, contracts: Iterable[Mapping[str, Any]] = (), clients: Iterable[Mapping[str, Any]] = (),
            invoices: Iterable[Mapping[str, Any]] = ()) -> MemorySources:
-        sources = cls({"contracts": [], "clients": [], "invoices": []})
+        sources = cls({"contracts": [], "clients": [], "invoices": [], "payments": []})
         sources.add(contracts=contracts, clients=clients, invoices=invoices)
         return sources
 
@@ -128,6 +185,11 @@ class MemorySources:
             for name, rows in tables.items():
                 for row in rows:
                     self.tables[name].append(self._projected(name, row))
+
+    def pay(self, invoice_id: str, amount: Any, currency: str, received_at: Any) -> None:
+        """A payment (a negative amount: a credit note) recorded in the company's payments."""
+        self.add(payments=[{"invoice_id": invoice_id, "amount": amount, "currency": currency,
+                            "received_at": received_at}])
 
     def update(self, relation: str, row_id: str, **values: Any) -> None:
         """Change the rows of one id, as the company's application would."""
@@ -193,24 +255,37 @@ class MemorySources:
         chosen = [row for row in invoices if picked(row)]
         ids = {row["id"] for row in chosen if row["id"] is not None}
         rows = [row for row in invoices if row["id"] in ids] + [row for row in chosen if row["id"] is None]
-        return _frame(rows, COLUMNS["invoices"])
+        with self.lock:
+            payments = self._rows("payments")
+        paid = paid_columns(rows[:len(rows) - sum(row["id"] is None for row in chosen)], payments,
+                            bounds["as_of"])
+        nameless = [{**row, **dict.fromkeys(PAID_COLUMNS)} for row in chosen if row["id"] is None]
+        return _frame(paid + nameless, (*COLUMNS["invoices"], *PAID_COLUMNS))
 
-    def by_id(self, relation: str, ids: Sequence[str]) -> pd.DataFrame:
+    def by_id(self, relation: str, ids: Sequence[str], as_of: date | None = None) -> pd.DataFrame:
         wanted = set(ids)
         with self.lock:
             rows = [row for row in self._rows(relation) if row["id"] in wanted]
+            payments = self._rows("payments")
         if relation == "contracts":  # sql/contracts_by_id: date(renewal_date)
             rows = [{**row, "renewal_date": _iso(sql_date(row["renewal_date"]))} for row in rows]
+        if relation == "invoices":  # sql/invoices_by_id
+            return _frame(paid_columns(rows, payments, (as_of or date.max).isoformat()),
+                          (*COLUMNS["invoices"], *PAID_COLUMNS))
         return _frame(rows, COLUMNS[relation])
 
-    def every(self, relation: str) -> pd.DataFrame:
+    def every(self, relation: str, as_of: date | None = None) -> pd.DataFrame:
         """sql/extract_invoices and sql/extract_clients."""
         with self.lock:
             invoices, clients = self._rows("invoices"), self._rows("clients")
+            payments = self._rows("payments")
         open_ids = {row["id"] for row in invoices if _open(row) and row["id"] is not None}
         if relation == "invoices":
-            rows = [row for row in invoices if row["id"] in open_ids] + [
-                row for row in invoices if row["id"] is None and _open(row)]
+            rows = paid_columns([row for row in invoices if row["id"] in open_ids], payments,
+                                (as_of or date.max).isoformat()) + [
+                {**row, **dict.fromkeys(PAID_COLUMNS), "payment_state": None}
+                for row in invoices if row["id"] is None and _open(row)]
+            return _frame(rows, (*COLUMNS["invoices"], *PAID_COLUMNS))
         else:
             paying = {row["client_id"] for row in invoices if _open(row)}
             rows = [row for row in clients if row["id"] in paying]
@@ -278,6 +353,15 @@ class MemoryLedger:
                    and row["client_id"] in clients
                    and (clients[row["client_id"]]["dunning_paused"] or "").strip().lower() in OFF
                    for row in self.sources.tables["invoices"])
+
+    def _payments_unchanged(self, x: Mapping[str, Any], as_of: date) -> bool:
+        """sql/reserve_dunning: what the open amount is read from is what the extract read."""
+        given = x.get("payment_state")
+        if _missing(given):
+            return True
+        invoices = [row for row in self.sources.tables["invoices"] if row["id"] == x["subject_id"]][:1]
+        live = paid_columns(invoices, self.sources.tables["payments"], as_of.isoformat())
+        return bool(live) and live[0]["payment_state"] == given
 
     def _steps(self, subject_id: str) -> list[Row]:
         return [row for row in self.rows.values()
@@ -410,6 +494,14 @@ class MemoryLedger:
         return self._tx(lambda: {key: row["status"] for key, row in self.rows.items()
                                  if row["status"] in ("pending", "failed")})
 
+    def failed_rows(self) -> pd.DataFrame:
+        """sql/failed_rows."""
+        columns = ["key", "permanent", "attempts", "retry_after", "error"]
+        rows = self._tx(lambda: [[r[c] for c in columns] for k, r in sorted(self.rows.items())
+                                 if r["status"] == "failed"])
+        frame = pd.DataFrame(rows, columns=columns, dtype=object)
+        return frame.assign(permanent=frame["permanent"].astype(bool), attempts=frame["attempts"].astype(int))
+
     def ids_of_forms(self, job: str, forms: Sequence[str]) -> pd.DataFrame:
         wanted = set(forms)
         return self._tx(lambda: _frame(
@@ -461,7 +553,8 @@ class MemoryLedger:
         def holds(x: Mapping[str, Any]) -> bool:
             if job == Job.RENEWAL:
                 return self._no_more_urgent(x)
-            return self._invoice_open(x["subject_id"]) and self._step_is_next(x)
+            return (self._invoice_open(x["subject_id"]) and self._step_is_next(x)
+                    and self._payments_unchanged(x, as_of))
 
         def work() -> set[str]:
             now = self._now()
@@ -487,6 +580,16 @@ class MemoryLedger:
             row.update({f: message.get(f) for f in MESSAGE_FIELDS}, updated_at=self._now())
             if row["previous_recipient"] == message.get("recipient"):
                 row["previous_recipient"] = None
+
+    def restate_messages(self, messages: Sequence[Mapping[str, Any]]) -> None:
+        """sql/restate_message."""
+        def work() -> None:
+            for message in messages:
+                row = self.rows.get(message["key"])
+                if row and row["status"] == "pending" and row["sending_at"] is None \
+                        and row["body_text"] is not None:
+                    row.update({f: message.get(f) for f in RESTATED_FIELDS}, updated_at=self._now())
+        self._tx(work)
 
     def record_unrendered(self, failures: Sequence[tuple[str, str]]) -> None:
         """sql/record_unrendered."""
@@ -559,8 +662,7 @@ class MemoryLedger:
         """sql/unsent."""
         rows = self._tx(lambda: sorted(
             ({**row, "stored": row["body_text"] is not None} for row in self.rows.values()
-             if row["status"] == "pending" and row["sending_at"] is None
-             and row["statement_key"] in (None, row["key"])), key=lambda row: row["key"]))
+             if row["status"] == "pending" and row["sending_at"] is None), key=lambda row: row["key"]))
         frame = _frame(rows, UNSENT_COLUMNS)
         return frame.assign(stored=frame["stored"].astype(bool))
 
@@ -583,10 +685,11 @@ class MemoryLedger:
     def unsettled_counts(self) -> dict[str, int]:
         """sql/unsettled_counts."""
         def work() -> dict[str, int]:
-            counts = {"pending": 0, "failed": 0, "unsent": 0, "bounced": 0}
+            counts = {"pending": 0, "failed": 0, "permanent": 0, "unsent": 0, "bounced": 0}
             for row in self.rows.values():
                 if row["status"] in ("pending", "failed", "bounced"):
                     counts["unsent" if row["status"] == "pending" and row["sending_at"] is None
+                           else "permanent" if row["status"] == "failed" and row["permanent"]
                            else row["status"]] += 1
             return counts
         return self._tx(work)
@@ -615,7 +718,7 @@ class MemoryLedger:
             self.bounces.add(key)
         self._tx(work)
 
-    def resolve(self, key: str, outcome: str, note: str) -> bool:
+    def resolve(self, key: str, outcome: str, note: str, by: str | None = None) -> bool:
         """sql/resolve_pending: an operator settles a pending row (`sent` only once claimed)."""
         def work() -> bool:
             settled = [row for row in self._statement_of(key) if row["status"] == "pending"
@@ -623,8 +726,25 @@ class MemoryLedger:
             for row in settled:
                 row.update(status=outcome, error=note, permanent=False, retry_after=None,
                            updated_at=self._now(), attempts=0 if outcome == "failed" else row["attempts"],
-                           sent_at=self._now() if outcome == "sent" else row["sent_at"])
+                           sent_at=self._now() if outcome == "sent" else row["sent_at"],
+                           resolved_by=by, resolved_at=self._now())
             return bool(settled)
+        return self._tx(work)
+
+    def resolve_retry(self, key: str, note: str, by: str | None = None) -> bool:
+        """sql/resolve_retry (then sql/bounce_settle): a failed or bounced row goes once more
+        — a failed row due for its first attempt, which the next night requeues; a
+        statement's, with every row of it."""
+        def work() -> bool:
+            again = [row for row in self._statement_of(key) if row["status"] in ("failed", "bounced")]
+            for row in again:
+                row.update(status="failed", error=note, permanent=False, retry_after=None, attempts=0,
+                           sending_at=None, claim_token=None, resolved_by=by, resolved_at=self._now(),
+                           updated_at=self._now())
+            self.bounces.discard(key)
+            if again and again[0]["statement_key"]:
+                self.bounces.discard(again[0]["statement_key"])
+            return bool(again)
         return self._tx(work)
 
 
@@ -637,7 +757,8 @@ def ledger_row(x: Mapping[str, Any], job: str, as_of: date, flow_run_id: str | N
             "status": status, "attempts": 0, "permanent": False, "retry_after": None, "created_at": now,
             "updated_at": now, "sent_at": None, "sending_at": None, "claim_token": None,
             "attempt_as_of": None, "smtp_response": None, "error": None, "previous_recipient": None,
-            "pruned_at": None, "copy_digests": None, **dict.fromkeys(MESSAGE_FIELDS)}
+            "pruned_at": None, "copy_digests": None, "resolved_by": None, "resolved_at": None,
+            **dict.fromkeys(MESSAGE_FIELDS)}
 
 
 def _email(row: Mapping[str, Any]) -> OutgoingEmail:
@@ -651,9 +772,11 @@ def _email(row: Mapping[str, Any]) -> OutgoingEmail:
 
 def memory_store(contracts: Iterable[Mapping[str, Any]] = (), clients: Iterable[Mapping[str, Any]] = (),
                  invoices: Iterable[Mapping[str, Any]] = (),
-                 clock: Callable[[], datetime] | None = None) -> Store:
+                 clock: Callable[[], datetime] | None = None,
+                 payments: Iterable[Mapping[str, Any]] = ()) -> Store:
     """A store in memory with these source rows (the factories' dicts) and an empty ledger."""
     sources = MemorySources.of(contracts, clients, invoices)
+    sources.add(payments=payments)
     ledger = MemoryLedger(sources, clock=clock or (lambda: datetime.now(UTC)))
     sources.ledger = ledger
     return Store(ledger, sources)

@@ -21,8 +21,15 @@ SAMPLE_COMPANY = {
     "mail_from": "billing@harbour-supplies.example",
     "mail_from_name": "Harbour Supplies",
     "reply_to": "accounts@harbour-supplies.example",
+    # One section per language (tasks/core/render.py, payment_text): a Spanish or German
+    # reminder says how to pay in its own words.
     "payment_instructions": "Bank transfer to Harbour Supplies Ltd\nIBAN GB33 BUKB 2020 1555 5555 55"
-                            " (BIC BUKBGB22)\nPlease quote the invoice number as the reference.",
+                            " (BIC BUKBGB22)\nPlease quote the invoice number as the reference.\n"
+                            "[es]\nTransferencia bancaria a Harbour Supplies Ltd\n"
+                            "IBAN GB33 BUKB 2020 1555 5555 55"
+                            " (BIC BUKBGB22)\nIndique el número de factura como referencia.\n"
+                            "[de]\nÜberweisung an Harbour Supplies Ltd\nIBAN GB33 BUKB 2020 1555 5555 55"
+                            " (BIC BUKBGB22)\nBitte geben Sie die Rechnungsnummer als Verwendungszweck an.",
     "contract_contact": "Procurement, procurement@harbour-supplies.example",
     "escalation_to": "collections@harbour-supplies.example",
 }

@@ -28,6 +28,7 @@ from dueflow.tasks.core.casts import null_safe_reading, quoted_name, safe_cast, 
 from dueflow.tasks.core.sources import (
     AMOUNT_MINOR,
     BOOLEAN_STATUSES,
+    OPTIONAL_SOURCES,
     SOURCE_NAMES,
     SOURCES,
     Expression,
@@ -106,8 +107,9 @@ class ResolvedSource:
 
 @dataclass(frozen=True)
 class ResolvedSources:
-    """The three sources as found in the database: small and picklable (a delivery batch
-    may run on a Dask worker and the flow's context travels with it)."""
+    """The sources as found in the database (an optional one absent: `absent_source`):
+    small and picklable (a delivery batch may run on a Dask worker and the flow's context
+    travels with it)."""
 
     dialect: str
     sources: Mapping[str, ResolvedSource]
@@ -368,6 +370,8 @@ def _resolve_one(
     own_file: bool = False,
 ) -> ResolvedSource | list[SourceProblem]:
     found = _find(conn, dialect, spec, spec.schema or source_schema, mapped, own_file)
+    if isinstance(found, SourceProblem) and spec.name in OPTIONAL_SOURCES and not mapped:
+        return absent_source(spec.name, dialect)
     if isinstance(found, SourceProblem):
         return [found]
     schema, relation, kind = found
@@ -481,6 +485,21 @@ def _resolve_one(
     return ResolvedSource(spec.name, schema, relation, kind, tuple(readings), select, text_ids)
 
 
+ABSENT = "absent"  # a ResolvedSource's kind when an optional source is not there
+
+
+def absent_source(name: str, dialect: str) -> ResolvedSource:
+    """An optional source the database does not have (payments): a relation of no rows, so
+    that the statements that read it need no second form."""
+    readings = []
+    for column, info in SOURCES[name].items():
+        sql_type = "date" if info.kind == Kind.DATE else "text"
+        null = "NULL" if dialect == "sqlite" else f"CAST(NULL AS {sql_type})"
+        readings.append(ColumnReading(column, _origin_text(None), "", null))
+    select = "SELECT " + ", ".join(f"{r.expression} AS {r.column}" for r in readings) + " WHERE 1 = 0"
+    return ResolvedSource(name, None, f"(no {name})", ABSENT, tuple(readings), select, True)
+
+
 def resolve_sources(
     engine: Engine, mapping: SourceMapping, source_schema: str | None = None, timezone: str = "UTC"
 ) -> ResolvedSources:
@@ -572,7 +591,7 @@ _SAMPLE_VALUES: dict[str, Any] = {
     "hold_as_of": "2000-01-01",
 }
 _ARRAYS = ("keys", "subject_ids", "subject_forms", "cycles", "steps", "step_ranks", "recipients",
-           "previous_by", "ids")
+           "previous_by", "payment_states", "ids")
 
 
 def _sample(name: str, dialect: str) -> Any:
@@ -618,6 +637,8 @@ def failing_expressions(engine: Engine, sources: ResolvedSources) -> list[Source
     problems = []
     with engine.connect() as conn:
         for source in sources.sources.values():
+            if source.kind == ABSENT:
+                continue
             qualified = ".".join(conn.dialect.identifier_preparer.quote_identifier(part)
                                  for part in (source.schema or "main", source.relation))
             for reading in source.columns:
@@ -661,6 +682,7 @@ _LOOKUPS: dict[str, tuple[tuple[str, str], ...]] = {
     ),
     "invoices": (("id", "re-checks of the reservation and retries, by id"),),
     "clients": (("id", "the clients of open invoices, by id"),),
+    "payments": (("invoice_id", "the payments of tonight's invoices, summed per invoice"),),
 }
 # Lookups served by a partial index: (source, column of the predicate, indexed column,
 # purpose). sql/dunning_candidates reads the open invoices (paid_at IS NULL) and no others.
@@ -686,6 +708,8 @@ def index_advice(engine: Engine, sources: ResolvedSources) -> list[IndexAdvice]:
         quote = conn.dialect.identifier_preparer.quote_identifier
         for name, lookups in _LOOKUPS.items():
             source = sources.sources[name]
+            if source.kind == ABSENT:
+                continue
             qualified = (
                 f"{quote(source.schema)}.{quote(source.relation)}"
                 if source.schema

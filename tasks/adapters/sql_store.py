@@ -32,6 +32,11 @@ BY_ID = {"contracts": "contracts_by_id", "invoices": "invoices_by_id", "clients"
 EVERY = {"invoices": "extract_invoices", "clients": "extract_clients"}
 
 
+def payments_through(as_of: date | None) -> str:
+    """The last business date whose payments count (None: every payment recorded)."""
+    return (as_of or date.max).isoformat()
+
+
 @dataclass(frozen=True)
 class SqlSources:
     """The company's relations, through the projections `Database.with_sources` resolved."""
@@ -56,11 +61,12 @@ class SqlSources:
         return db.extract_frame(self.engine, self.database.source_statement("dunning_candidates"), bounds,
                                 session_timezone=timezone)
 
-    def by_id(self, relation: str, ids: Sequence[str]) -> pd.DataFrame:
-        return db.rows_by_id(self.database, BY_ID[relation], ids)
+    def by_id(self, relation: str, ids: Sequence[str], as_of: date | None = None) -> pd.DataFrame:
+        return db.rows_by_id(self.database, BY_ID[relation], ids, payments_through(as_of))
 
-    def every(self, relation: str) -> pd.DataFrame:
-        return db.extract_frame(self.engine, self.database.source_statement(EVERY[relation]), {})
+    def every(self, relation: str, as_of: date | None = None) -> pd.DataFrame:
+        return db.extract_frame(self.engine, self.database.source_statement(EVERY[relation]),
+                                {"as_of": payments_through(as_of)})
 
     def client_payment_history(self, client_ids: Sequence[str]) -> pd.DataFrame:
         return db.rows_by_id(self.database, "client_payment_history_of", client_ids)
@@ -146,6 +152,13 @@ class SqlLedger:
     def open_keys(self) -> dict[str, str]:
         return db.open_keys(self.engine)
 
+    def failed_rows(self) -> pd.DataFrame:
+        return db.failed_rows(self.engine)
+
+    def resolve_retry(self, key: str, note: str, by: str | None = None) -> bool:
+        """An operator's `resolve --as retry` (sql/resolve_retry); the twin mirrors it."""
+        return db.resolve_retry(self.engine, key, note, by)
+
     def ids_of_forms(self, job: str, forms: Sequence[str]) -> pd.DataFrame:
         return db.ledger_ids_of_forms(self.engine, job, forms)
 
@@ -175,6 +188,9 @@ class SqlLedger:
 
     def store_messages(self, messages: Sequence[Mapping[str, Any]]) -> None:
         db.store_messages(self.engine, messages)
+
+    def restate_messages(self, messages: Sequence[Mapping[str, Any]]) -> None:
+        db.restate_messages(self.engine, messages)
 
     def record_unrendered(self, failures: Sequence[tuple[str, str]]) -> None:
         db.record_unrendered(self.engine, failures)

@@ -100,6 +100,15 @@ class BusinessCalendar:
                                               weekmask=self.weekmask, holidays=holidays)).date()
         return found if (before - found).days <= 366 else before
 
+    def business_days_after(self, day: date, counts: np.ndarray) -> np.ndarray:
+        """`day` (or the next business day, when it is closed) plus each count of business
+        days, as datetime64[D]: a pay-by date, `n` business days after the send date."""
+        horizon = day + timedelta(days=int(counts.max(initial=0)) * 3 + 30)
+        holidays = self._holidays(day, horizon)
+        start = np.busday_offset(np.datetime64(day, "D"), 0, roll="forward", weekmask=self.weekmask,
+                                 holidays=holidays)
+        return np.busday_offset(start, counts, roll="forward", weekmask=self.weekmask, holidays=holidays)
+
     def business_days_since(self, starts: pd.Series, as_of: date) -> pd.Series:
         """Per start date (datetime64, NaT allowed), the business days in (start, as_of]:
         `n` of them is a delay of `n` business days over. NaN where the start is NaT."""

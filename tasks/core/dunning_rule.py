@@ -21,6 +21,7 @@ import numpy as np
 from dueflow.tasks.core import defaults
 from dueflow.tasks.core.addresses import valid_email
 from dueflow.tasks.core.calendar import BusinessCalendar
+from dueflow.tasks.core.charges import CHARGE_COLUMNS, Rates, charges
 from dueflow.tasks.core.decide import TEXT_LIMIT, Decision, closed_tonight, column_text, quarantine_frame
 from dueflow.tasks.core.dunning_steps import (
     DunningSteps,
@@ -50,9 +51,14 @@ DUNNING_COLUMNS = (
     "key", "subject_id", "cycle", "step", "step_rank", "recipient", "previous_by", "handled",
     "number", "amount", "currency", "issue_date", "due_date", "client_id", "client_name",
     "client_email", "locale", "notes", "days_in_step", "cc_recipient", "pdf_path", "due_since",
+    # `amount` is what the client still owes (open_amount.owed); these say what it was read from.
+    "invoice_amount", "received", "received_on", "credited", "payment_state",
+    # What a profile's step states besides, never added to it (charges.py); the profile's name.
+    "profile", *CHARGE_COLUMNS,
     "statements",
 )
 ESCALATION_NEEDED = "OVERDUE escalation needs DUEFLOW_ESCALATION_TO set to a valid address"
+PAID_BY_PAYMENTS = "nothing left to pay: paid in full by its payments and credit notes"
 
 
 @dataclass(frozen=True)
@@ -64,6 +70,7 @@ class DunningRules:
     profiles: Profiles | None = None  # None: the run's parameters for every client
     calendar: BusinessCalendar | None = None
     minimums: Mapping[str, Decimal] = field(default_factory=dict)
+    rates: Rates = field(default_factory=Rates)  # statutory interest (charges.py)
 
 
 def dunning_may_be_due(invoices: pd.DataFrame, history: pd.DataFrame, as_of: date,
@@ -101,11 +108,12 @@ def _next_rank(steps: DunningSteps) -> np.ndarray:
     return np.where(steps.bounced, len(DUNNING_STEPS), steps.rank + 1)
 
 
-def _skipped(rows: pd.DataFrame, below: pd.Series, minimums: Mapping[str, Decimal]) -> pd.DataFrame:
+def _skipped(rows: pd.DataFrame, open_amount: pd.Series, below: pd.Series,
+             minimums: Mapping[str, Decimal]) -> pd.DataFrame:
     currency = rows.loc[below, "currency"].astype("string")
     return pd.DataFrame({
         "source_id": printable_ids(rows.loc[below, "id"]),
-        "reason": ("open amount " + stripped(rows.loc[below, "amount"]) + " " + currency
+        "reason": ("open amount " + open_amount[below] + " " + currency
                    + " is below the minimum "
                    + currency.map({c: str(m) for c, m in minimums.items()}).astype("string")
                    + " (DUEFLOW_DUNNING_MINIMUM)"),
@@ -172,7 +180,7 @@ def due_dunning_steps(
     reason = reason.mask(reason.isna() & overdue & ~usable, ESCALATION_NEEDED)
 
     good = due & reason.isna()
-    below = below_minimum(rows["amount"], rows["currency"], dict(rules.minimums)) & good
+    below = below_minimum(inv.owed["open"], rows["currency"], dict(rules.minimums)) & good
     good &= ~below
     step = pd.Series(np.asarray([s.value for s in DUNNING_STEPS], dtype=object)[
         np.minimum(next_rank, len(DUNNING_STEPS)) - 1], index=rows.index, dtype="string")
@@ -180,13 +188,15 @@ def due_dunning_steps(
     decided = _dunning_rows(inv, good, step, escalation, previous_by,
                             days_in_step=(pd.Timestamp(as_of) - anchor).dt.days,
                             due_since=due_since_of(anchor, steps.wait, unit, calendar))
+    decided = with_charges(decided, rules.profiles, rules, as_of)
     return Decision(due=decided.reset_index(drop=True).loc[:, list(DUNNING_COLUMNS)],
-                    quarantined=_quarantined(inv, reason), skipped=_skipped(rows, below, rules.minimums))
+                    quarantined=_quarantined(inv, reason),
+                    skipped=_skipped(rows, inv.owed["open"], below, rules.minimums))
 
 
 def dunning_steps_for(invoices: pd.DataFrame, clients: pd.DataFrame, keys: pd.DataFrame, as_of: date,
                       timezone: str = "UTC", escalation_to: str | None = None,
-                      profiles: Profiles | None = None) -> Decision:
+                      profiles: Profiles | None = None, rules: DunningRules | None = None) -> Decision:
     """The facts of dunning steps already in the ledger (`keys`: key, subject_id, step)
     from their invoices and clients as they are now: to render a reserved step that was
     never stored. A key whose invoice is gone or bad is quarantined, keyed by its key."""
@@ -206,6 +216,9 @@ def dunning_steps_for(invoices: pd.DataFrame, clients: pd.DataFrame, keys: pd.Da
     usable_wanted = pd.Series(False, index=wanted.index)
     usable_wanted[found] = usable.reindex(picked).to_numpy()
     reason = reason.mask(reason.isna() & overdue & ~usable_wanted, ESCALATION_NEEDED)
+    settled = pd.Series(False, index=wanted.index)
+    settled[found] = inv.owed["settled"].reindex(picked).to_numpy()
+    reason = reason.mask(reason.isna() & settled, PAID_BY_PAYMENTS)
     good = reason.isna()
     chosen = picked[good[found]]
     everything = pd.Series(True, index=pd.RangeIndex(len(chosen)))
@@ -215,6 +228,7 @@ def dunning_steps_for(invoices: pd.DataFrame, clients: pd.DataFrame, keys: pd.Da
                             previous_by=pd.Series(pd.NA, index=everything.index, dtype="string"),
                             days_in_step=pd.Series(0, index=everything.index),
                             due_since=pd.Series(pd.NaT, index=everything.index, dtype="datetime64[ns]"))
+    decided = with_charges(decided, profiles, rules, as_of)
     return Decision(due=decided.loc[:, list(DUNNING_COLUMNS)].reset_index(drop=True),
                     quarantined=pd.DataFrame({"source_id": wanted.loc[~good, "key"],
                                               "reason": reason[~good]}).reset_index(drop=True))
@@ -243,7 +257,7 @@ def _dunning_rows(inv: Invoices, good: pd.Series, step: pd.Series, escalation_to
             "previous_by": previous_by[good],
             "handled": False,
             "number": one_line(rows.loc[good, "number"].astype("string").fillna(invoice_id), TEXT_LIMIT),
-            "amount": stripped(rows.loc[good, "amount"]),
+            "amount": inv.owed.loc[good, "open"],
             "currency": rows.loc[good, "currency"].astype("string"),
             "issue_date": inv.sent_date[good].dt.date,
             "due_date": inv.due_date[good].dt.date,
@@ -256,8 +270,24 @@ def _dunning_rows(inv: Invoices, good: pd.Series, step: pd.Series, escalation_to
             "cc_recipient": cc,
             "pdf_path": column_text(rows, "pdf_path")[good],
             "due_since": due_since[good].dt.date,
+            "invoice_amount": stripped(rows.loc[good, "amount"]),
+            "received": inv.owed.loc[good, "received"],
+            "received_on": inv.owed.loc[good, "received_on"],
+            "credited": inv.owed.loc[good, "credited"],
+            "payment_state": inv.owed.loc[good, "state"],
+            "profile": inv.profile.loc[good, "name"].fillna(""),
             # The client's profile's choice of statements (NA: DUEFLOW_STATEMENTS).
             "statements": inv.profile.loc[good, "statements"].astype("string"),
         }
     )
+
+
+def with_charges(due: pd.DataFrame, profiles: Profiles | None, rules: DunningRules | None,
+                 as_of: date) -> pd.DataFrame:
+    """The due rows with what their profile's step states besides the open amount: fee,
+    interest, compensation, pay-by date (charges.py; NA where none)."""
+    said = profiles.step_charges() if profiles else {}
+    rules = rules or DunningRules()
+    found = charges(due, said, rules.rates, as_of, rules.calendar)
+    return due.assign(**{column: found[column] for column in CHARGE_COLUMNS})
 

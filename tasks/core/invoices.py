@@ -15,6 +15,7 @@ from dueflow.tasks.core.decide import column_text, id_copies
 from dueflow.tasks.core.frames import pd
 from dueflow.tasks.core.keys import id_problems
 from dueflow.tasks.core.money import amount_problems, known_currency
+from dueflow.tasks.core.open_amount import owed
 from dueflow.tasks.core.profiles import Profiles
 from dueflow.tasks.core.reasons import (
     Reason,
@@ -71,6 +72,9 @@ INVOICE_REASONS = (
            "due_date is not a date: {due_date!r}"),
     Reason("currency unknown", ("currency",), is_false("currency_known"), "unknown currency {currency!r}"),
     Reason("amount unusable", ("amount", "currency"), holds_a_problem("amount_problem"), "{amount_problem}"),
+    # What the client still owes cannot be told without a guess (open_amount.owed).
+    Reason("open amount unknown", ("amount", "currency"),
+           holds_a_problem("open_problem"), "{open_problem}"),
 )
 
 
@@ -86,6 +90,7 @@ class Invoices:
     start_date: pd.Series  # what SENT is dated by: sent_date or due_date, per profile
     profile: pd.DataFrame  # per row: d1, d2, d3, start, last_rank, unit, escalation_to
     hold_end: pd.Series  # the day the invoice's hold or its client's pause ends (NaT: none)
+    owed: pd.DataFrame  # open_amount.Owed as columns: open, received, credited, received_on, settled, state
     facts: pd.DataFrame  # what INVOICE_REASONS read, but the amount (reason_facts)
 
     def taken(self, positions: pd.Series) -> Invoices:
@@ -174,8 +179,11 @@ def read_invoices(invoices: pd.DataFrame, clients: pd.DataFrame, timezone: str, 
     held = ((hold_end > pd.Timestamp(as_of)) if as_of is not None
             else pd.Series(False, index=rows.index)).fillna(False).astype(bool)
     # A client row counts only if it is the only one with its id: an invoice whose client
-    # is duplicated takes part, and is quarantined, whichever copy says "paused".
-    participating = ~ended(rows) & ~(paused.fillna(False).astype(bool) & (client_copies == 1)) & ~held
+    # is duplicated takes part, and is quarantined, whichever copy says "paused". Nothing
+    # left to pay ends dunning as `paid` does.
+    left = owed(rows)
+    participating = (~ended(rows) & ~(paused.fillna(False).astype(bool) & (client_copies == 1)) & ~held
+                     & ~left.settled)
     ids = column_text(rows, "id")
     client_email = client["email"].astype("string")
     # The account manager's copy (optional): absent or blank is none; anything else must
@@ -192,10 +200,13 @@ def read_invoices(invoices: pd.DataFrame, clients: pd.DataFrame, timezone: str, 
         "email_problem": address_problems(client_email),
         "cc_problem": address_problems(cc_email.str.strip()).where(cc_given), "start_date": start_date,
         "by_sent": by_sent, "due_day": due_date, "due_date_given": _given(rows, "due_date"),
-        "currency_known": known_currency(rows["currency"]),
+        "currency_known": known_currency(rows["currency"]), "open_problem": left.problem,
     })
     facts.attrs[VALID_UTF8] = bool(rows.attrs.get(VALID_UTF8) and clients.attrs.get(VALID_UTF8))
-    return Invoices(rows, client, participating, sent_date, due_date, start_date, profile, hold_end, facts)
+    owed_frame = pd.DataFrame({"open": left.open, "received": left.received, "credited": left.credited,
+                               "received_on": left.received_on, "settled": left.settled, "state": left.state})
+    return Invoices(rows, client, participating, sent_date, due_date, start_date, profile, hold_end,
+                    owed_frame, facts)
 
 
 def _given(frame: pd.DataFrame, column: str) -> pd.Series:

@@ -92,7 +92,9 @@ COLUMN_NAMES: dict[str, dict[str, tuple[str, ...]]] = {
         due_date="due_date due_on due due_at payment_due payment_due_date",
         paid_at="paid_at paid_on paid_date payment_date settled_at settled_on",
         dunning_hold_until="dunning_hold_until hold_until disputed_until on_hold_until",
-        pdf_path="pdf_path pdf pdf_file document_path file_path"),
+        pdf_path="pdf_path pdf pdf_file document_path file_path",
+        amount_open="amount_open amount_outstanding outstanding residual amount_residual amount_remaining",
+        amount_paid="amount_paid paid_amount amount_received total_paid"),
 }
 MINOR_WORDS = ("cents", "cent", "minor", "pence")  # a word of an amount's name: integer minor units
 
@@ -124,7 +126,8 @@ MEANING = {
     "dunning_profile": "a dunning profile's name", "client_id": "the client's id",
     "number": "the invoice number", "sent_at": "when it was sent", "due_date": "its due date",
     "paid_at": "when it was paid", "dunning_hold_until": "a hold with an end (a date)",
-    "pdf_path": "the invoice PDF's path",
+    "pdf_path": "the invoice PDF's path", "amount_open": "what the client still owes",
+    "amount_paid": "what the client paid so far",
 }
 
 _FAMILIES = (_words_to("text", "text varchar bpchar name citext") | _words_to("integer", "int2 int4 int8")
@@ -324,7 +327,7 @@ def draft_sources(relations: Sequence[Relation], dialect: str, samples: Samples 
         drafts[source] = draft_source(source, relation, why, dialect, samples or {},
                                       singular(clients.name) if clients else "client")
         free = [r for r in free if r is not relation]
-    return [drafts[name] for name in SOURCES]
+    return [drafts[name] for name in SOURCES if name in drafts]  # payments: only when mapped
 
 
 def value_columns(drafts: Sequence[SourceDraft]) -> list[tuple[Relation, str]]:

@@ -67,6 +67,8 @@ class OutgoingEmail:
     attachment_sha256: str | None = None
     attachment_size: int | None = None
     attachment_note: str | None = None
+    # Reminders: what the amount the body states was read from (sql/fragments/payment_state).
+    owed_state: str | None = None
     # One statement per client (tasks/core/statements.py): the key of the statement's carrier,
     # on each of its rows; None for an email of its own.
     statement_key: str | None = None

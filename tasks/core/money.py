@@ -223,7 +223,8 @@ def money_texts(amounts: pd.Series, currencies: pd.Series, locale: str = "en") -
 MAX_MINIMUM = Decimal(10) ** 9
 
 
-def parse_minimums(text: str | None, name: str = "DUEFLOW_DUNNING_MINIMUM") -> dict[str, Decimal]:
+def parse_minimums(text: str | None, name: str = "DUEFLOW_DUNNING_MINIMUM",
+                   word: str = "minimum") -> dict[str, Decimal]:
     """`EUR 5, USD 5, JPY 500`: per currency, the open amount below which no reminder goes
     out. A ValueError line naming the setting and the fix otherwise."""
     if text is None or not text.strip():
@@ -235,7 +236,7 @@ def parse_minimums(text: str | None, name: str = "DUEFLOW_DUNNING_MINIMUM") -> d
         if (len(words) != 2 or words[0] not in KNOWN_CURRENCIES or amount is None or amount < 0
                 or amount >= MAX_MINIMUM or _decimals(amount) > minor_units(words[0])
                 or words[0] in minimums):
-            raise ValueError(f"{name}={text[:80]!r}: write each minimum once as CURRENCY AMOUNT, comma"
+            raise ValueError(f"{name}={text[:80]!r}: write each {word} once as CURRENCY AMOUNT, comma"
                              " separated, e.g. 'EUR 5, USD 5, JPY 500' (a known ISO code, an amount"
                              " from 0 below 1000000000 in the currency's decimals)")
         minimums[words[0]] = amount

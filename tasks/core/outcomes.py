@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from dueflow.tasks.core.statuses import SendResult
+from dueflow.tasks.core.statuses import SendResult, SendStatus
 
 
 def utc_stamp(moment: datetime) -> str:
@@ -19,4 +19,6 @@ def outcome_row(key: str, result: SendResult, retry_after: datetime | None = Non
     permanent), or still `pending` with the error."""
     return {"key": key, "status": str(result.status), "smtp_response": result.smtp_response,
             "error": result.error, "permanent": result.permanent,
-            "retry_after": utc_stamp(retry_after) if retry_after and not result.permanent else None}
+            # Only a failure that a later run retries has a time for it (a sent row showed one).
+            "retry_after": utc_stamp(retry_after) if retry_after and result.status is SendStatus.FAILED
+            and not result.permanent else None}

@@ -40,17 +40,19 @@ class Sources(Protocol):
 
     def dunning_candidates(self, bounds: Mapping[str, str], timezone: str) -> pd.DataFrame:
         """Open invoices whose next step may be due (sql/dunning_candidates' bounds; dates
-        of timestamps in the business `timezone`) and every row sharing an id with one. A
-        superset is allowed: the rule decides."""
+        of timestamps in the business `timezone`) and every row sharing an id with one, with
+        what was paid and credited on each up to bounds["as_of"]. A superset is allowed:
+        the rule decides."""
         ...
 
-    def by_id(self, relation: str, ids: Sequence[str]) -> pd.DataFrame:
-        """The rows of `relation` (contracts, invoices, clients) with these ids."""
+    def by_id(self, relation: str, ids: Sequence[str], as_of: date | None = None) -> pd.DataFrame:
+        """The rows of `relation` (contracts, invoices, clients) with these ids; invoices with
+        what was paid and credited on them up to `as_of` (None: every payment recorded)."""
         ...
 
-    def every(self, relation: str) -> pd.DataFrame:
-        """Every row the forecast reads: open invoices (and the rows sharing their ids),
-        every client."""
+    def every(self, relation: str, as_of: date | None = None) -> pd.DataFrame:
+        """Every row the forecast reads: open invoices (and the rows sharing their ids) with
+        their payments up to `as_of` (None: every one recorded), every client."""
         ...
 
     def client_payment_history(self, client_ids: Sequence[str]) -> pd.DataFrame:
@@ -118,6 +120,10 @@ class Ledger(DeliveryLedger, Protocol):
         """Every pending or failed key, with its status."""
         ...
 
+    def failed_rows(self) -> pd.DataFrame:
+        """Every failed row: key, permanent, attempts, retry_after, error (sql/failed_rows)."""
+        ...
+
     def ids_of_forms(self, job: str, forms: Sequence[str]) -> pd.DataFrame:
         """The subjects of `job` (subject_id, subject_form) with one of these forms."""
         ...
@@ -156,6 +162,12 @@ class Ledger(DeliveryLedger, Protocol):
         """Each message on its pending, unclaimed, not yet stored row (G2)."""
         ...
 
+    def restate_messages(self, messages: Sequence[Row]) -> None:
+        """Messages rendered again because what the client owes changed: each replaces the
+        stored one under the same key, only on a pending row no delivery has claimed
+        (sql/restate_message)."""
+        ...
+
     def record_unrendered(self, failures: Sequence[tuple[str, str]]) -> None:
         """Reserved rows whose message could not be rendered: failed, known not sent."""
         ...
@@ -177,7 +189,8 @@ class Ledger(DeliveryLedger, Protocol):
         ...
 
     def unsent_rows(self) -> pd.DataFrame:
-        """Pending rows never handed to SMTP, with whether their message is stored."""
+        """Pending rows never handed to SMTP, with whether their message is stored and what
+        the amount it states was read from (owed_state)."""
         ...
 
     def prune_bodies(self, before: date) -> int:

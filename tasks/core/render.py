@@ -13,10 +13,12 @@ one clear error at start-up, never a failed email at night.
 from __future__ import annotations
 
 import os
+import re
 import traceback
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import date, timedelta
+from decimal import Decimal
 from functools import cache
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlsplit
@@ -73,6 +75,27 @@ class EmailLook:
 
 
 DEFAULT_LOOK = EmailLook()
+
+
+_LOCALE_HEADER = re.compile(r"\[([a-z]{2})\]")
+
+
+def payment_text(instructions: str, locale: str) -> str:
+    """How to pay, in the reminder's language: DUEFLOW_PAYMENT_INSTRUCTIONS may carry a
+    section per locale, each under a line `[es]`, `[de]`, `[en]`; the text before the first
+    such line is for every locale without its own (a Spanish reminder's "Cómo pagar" box
+    then says it in Spanish when a `[es]` section is there)."""
+    sections: dict[str, list[str]] = {"": []}
+    current = ""
+    for line in instructions.strip().splitlines():
+        if (header := _LOCALE_HEADER.fullmatch(line.strip())) and header.group(1) in SUPPORTED_LOCALES:
+            current = header.group(1)
+            sections.setdefault(current, [])
+        else:
+            sections[current].append(line)
+    texts = {name: "\n".join(lines).strip() for name, lines in sections.items()}
+    # Its own section, else the text for every locale, else the one section there is.
+    return texts.get(locale) or texts[""] or next((t for t in texts.values() if t), "")
 
 
 def payment_link_problem(template: str) -> str | None:
@@ -200,10 +223,13 @@ def dunning_context(*, step: str, invoice_id: str, number: str, amount: str, cur
                     issue_date: date | None, due_date: date | None, client_id: str,
                     client_name: str, client_email: str, history: list[dict[str, str]],
                     paragraph: str, as_of: date | None, locale: str,
-                    look: EmailLook = DEFAULT_LOOK, attachment: str = "") -> dict[str, Any]:
+                    look: EmailLook = DEFAULT_LOOK, attachment: str = "",
+                    paid: Mapping[str, Any] | None = None,
+                    charged: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The documented variables of a reminder or an escalation (docs/emails.md, "The documented variables").
     `history` is the invoice's earlier steps (`reminder_history`): step, as_of (ISO
-    date), status."""
+    date), status. `amount` is what the client still owes; `paid` what it was read from
+    (`owed_facts`: invoice_amount, received, received_on, credited), when anything was."""
     rank = int(DunningStep(step).rank)
     said = words(locale)
     earlier = [s for s in history if int(DunningStep(s["step"]).rank) < rank]
@@ -231,10 +257,50 @@ def dunning_context(*, step: str, invoice_id: str, number: str, amount: str, cur
         "bounce_reason": str(bounced[-1].get("bounce") or "").removeprefix("bounced: ") if bounced else "",
         "bounced_date": long_date(date.fromisoformat(bounced[-1]["as_of"]), locale) if bounced else "",
         "paragraph": paragraph,
-        "payment_instructions": look.payment_instructions.strip(),
+        "payment_instructions": payment_text(look.payment_instructions, locale),
         "payment_link": look.payment_url(number_text, str(invoice_id), str(amount), str(currency)),
         "attachment": attachment,  # the invoice PDF's file name when it is attached, else ""
-    }
+    } | owed_facts(paid or {}, currency, locale) | charge_facts(charged or {}, currency, locale)
+
+
+PAID_FIELDS = ("invoice_amount", "received", "received_on", "credited")  # of a due row (dunning_rule)
+CHARGED_FIELDS = ("fee", "interest", "interest_rate", "interest_days", "compensation", "pay_by")
+
+
+def charge_facts(charged: Mapping[str, Any], currency: str, locale: str) -> dict[str, Any]:
+    """What a profile's step states besides the open amount (docs/configuration.md, "Fees,
+    interest and pay-by dates"), written for the reader; '' where none. `has_charges`: a
+    fee, interest or compensation is stated (on their own lines, never added to the
+    invoice)."""
+    from babel.numbers import format_percent
+
+    def money(name: str) -> str:
+        value = charged.get(name)
+        return format_money(str(value), currency, locale) if value not in (None, "") else ""
+
+    rate, days = charged.get("interest_rate"), charged.get("interest_days")
+    pay_by = _day(charged.get("pay_by"))
+    said = {"fee": money("fee"), "interest": money("interest"), "compensation": money("compensation"),
+            "interest_rate": format_percent(Decimal(str(rate)) / 100, locale=words(locale).date_locale,
+                                            decimal_quantization=False) if rate not in (None, "") else "",
+            "interest_days": count_days(int(days), locale) if days not in (None, "") else "",
+            "pay_by": long_date(pay_by, locale) if pay_by else ""}
+    return said | {"has_charges": bool(said["fee"] or said["interest"] or said["compensation"])}
+
+
+def owed_facts(paid: Mapping[str, Any], currency: str, locale: str) -> dict[str, Any]:
+    """What the email says of the payments (docs/emails.md): `partly_paid` when something was
+    paid or credited; the invoice's own amount, what was received (and on which day) and
+    credited, written for the reader; '' where none."""
+    def money(name: str) -> str:
+        value = paid.get(name)
+        return format_money(str(value), currency, locale) if value not in (None, "") else ""
+
+    received_on = paid.get("received_on")
+    received, credited = money("received"), money("credited")
+    return {"partly_paid": bool(received or credited), "invoice_amount": money("invoice_amount"),
+            "received": received, "credited": credited,
+            "received_on": long_date(date.fromisoformat(str(received_on)), locale) if received_on else ""}
 
 
 def statement_context(rows: pd.DataFrame, steps: Mapping[str, list[dict[str, str]]],
@@ -253,7 +319,8 @@ def statement_context(rows: pd.DataFrame, steps: Mapping[str, list[dict[str, str
             currency=row.currency, issue_date=_day(row.issue_date), due_date=_day(row.due_date),
             client_id=row.client_id, client_name=row.client_name, client_email=row.client_email,
             history=steps.get(row.subject_id, []), paragraph="", as_of=as_of, locale=locale,
-            look=look, attachment=attached) | {"key": str(row.key),
+            look=look, attachment=attached, paid={name: _cell(row, name) for name in PAID_FIELDS},
+            charged={name: _cell(row, name) for name in CHARGED_FIELDS}) | {"key": str(row.key),
                                                "step_label": said.steps.get(str(row.step), str(row.step))})
     first = items[0]
     totals = sums_by_currency(ordered["amount"].astype("string"), ordered["currency"].astype("string"))
@@ -465,7 +532,9 @@ def compose_dunning_emails(
             client_id=row.client_id, client_name=row.client_name, client_email=row.client_email,
             history=steps.get(row.subject_id, []), paragraph=draft.paragraph if draft else "",
             as_of=as_of, locale=locale, look=look,
-            attachment=str(_cell(row, "attachment_name") or "") if _cell(row, "attachment_sha256") else "")
+            attachment=str(_cell(row, "attachment_name") or "") if _cell(row, "attachment_sha256") else "",
+            paid={name: _cell(row, name) for name in PAID_FIELDS},
+            charged={name: _cell(row, name) for name in CHARGED_FIELDS})
         kind = "escalation" if row.step == DunningStep.OVERDUE else "dunning"
         return _email(row, sender, render(kind, locale, context, str(row.step), look), draft, look)
 
@@ -505,7 +574,14 @@ def _sample_contexts(look: EmailLook) -> list[tuple[str, str | None, str, dict[s
                     due_date=None if due_in is None else as_of + timedelta(days=due_in),
                     client_id="cl-1", client_name=name, client_email="ap@client.example",
                     history=history, paragraph=paragraph, as_of=as_of, locale=locale, look=look,
-                    attachment="F-1.pdf" if paragraph else "")))
+                    attachment="F-1.pdf" if paragraph else "",
+                    # partly paid: with a payment's date, and by a column without one
+                    paid={"invoice_amount": "1000.00", "received": "400.00", "credited": "19.60",
+                          "received_on": "2027-02-25" if paragraph else None} if due_in != 0 else None,
+                    # a fee, statutory interest and a pay-by date; or a pay-by date alone
+                    charged={"fee": "10.00", "interest": "5.13", "interest_rate": "10.4", "interest_days": 30,
+                             "compensation": "40.00", "pay_by": as_of + timedelta(days=14)} if paragraph
+                    else {"pay_by": as_of + timedelta(days=14)} if due_in == 0 else None)))
         for step in (DunningStep.REMINDED_1, DunningStep.REMINDED_2, DunningStep.OVERDUE):
             if step == DunningStep.OVERDUE and locale != DEFAULT_LOCALE:
                 continue
@@ -516,7 +592,12 @@ def _sample_contexts(look: EmailLook) -> list[tuple[str, str | None, str, dict[s
                 "due_date": [as_of - timedelta(days=6), as_of + timedelta(days=5)],
                 "client_id": ["cl-1"] * 2, "client_name": ["Client", "Client"],
                 "client_email": ["ap@client.example"] * 2,
-                "attachment_name": ["F-1.pdf", None], "attachment_sha256": ["0" * 64, None]})
+                "attachment_name": ["F-1.pdf", None], "attachment_sha256": ["0" * 64, None],
+                # the first partly paid, with a fee, interest and a pay-by date; the second plain
+                "invoice_amount": ["1000.00", None], "received": ["19.60", None], "received_on": [None, None],
+                "credited": [None, None], "fee": ["10.00", None], "interest": ["5.13", None],
+                "interest_rate": ["10.4", None], "interest_days": [30, None], "compensation": ["40.00", None],
+                "pay_by": [as_of + timedelta(days=14), None]})
             named = DunningStep.OVERDUE.value if step == DunningStep.OVERDUE else None
             samples.append(("statement", named, locale,
                             statement_context(members, {"inv-1": history}, as_of, locale, look)))

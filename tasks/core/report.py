@@ -12,35 +12,41 @@ from typing import Any
 from dueflow.tasks.core.frames import pd
 from dueflow.tasks.core.keys import DunningStep, parse_keys, source_row_keys
 from dueflow.tasks.core.money import money_texts
-from dueflow.tasks.core.statuses import ATTENTION_ORDER, NEEDS_ATTENTION, RowStatus
+from dueflow.tasks.core.statuses import ATTENTION_ORDER, FAILED_ROWS, NEEDS_ATTENTION, RowStatus
 from dueflow.tasks.core.text import wrapped_table
 from dueflow.tasks.core.tone import Draft, Fallback, PlanSource
+from dueflow.tasks.core.vocabulary import OUTCOMES, ledger_outcomes, todo, todos
 
-ROW_COLUMNS = ("job", "key", "recipient", "status", "detail", "retry")
+ROW_COLUMNS = ("job", "key", "recipient", "status", "detail", "retry", "retry_after")
 # What a person knows a key by: the client or vendor, the contract or invoice, the amount
 # (a number) in its currency, the date that matters (renewal or due date), and the
 # email's subject. A quarantined row's reference says what the source row is.
 FACT_COLUMNS = ("key", "party", "reference", "amount", "currency", "date", "subject")
 # RunSummary.rows: one typed frame a notebook filters and sums (docs/operations.md,
 # "The run's rows in a notebook").
-SUMMARY_TYPES = {"job": "string", "key": "string", "status": "string", "party": "string",
+SUMMARY_TYPES = {"job": "string", "key": "string", "step": "string", "status": "string", "party": "string",
                  "reference": "string", "subject": "string", "amount": "Float64", "currency": "string",
-                 "date": "datetime64[ns]", "recipient": "string", "detail": "string", "retry": "bool"}
+                 "date": "datetime64[ns]", "recipient": "string", "detail": "string", "retry": "bool",
+                 "retry_after": "datetime64[ns, UTC]"}
 SUMMARY_COLUMNS = tuple(SUMMARY_TYPES)
-# The table artifact: what a person scans first (status, who, what, amount, date), then why,
-# the email's subject, and the ledger's words.
-TABLE_COLUMNS = ("status", "who", "what", "amount", "date", "detail", "subject", "job", "key")
+# The table artifact: what a person scans first (status and what to do about it, who, what,
+# amount, date), then why, the email's subject, and the ledger's words.
+TABLE_COLUMNS = ("status", "what to do", "who", "what", "amount", "date", "detail", "subject", "job", "step",
+                 "key")
 
 
 def key_rows(job: str | pd.Series, frame: pd.DataFrame, status: RowStatus | pd.Series | Sequence[RowStatus],
              detail: str | Mapping[str, str] | pd.Series | Sequence[str | None],
-             retry: bool = False) -> pd.DataFrame:
+             retry: bool = False, retry_after: Sequence[object] | None = None) -> pd.DataFrame:
     """Summary rows for the keys of `frame` (key, recipient); `detail` is one text for all,
-    a text per key, or a Series aligned with `frame`. The one place rows are made."""
+    a text per key, or a Series aligned with `frame`; `retry_after`, when a later run
+    retries a failed key. The one place rows are made."""
     if isinstance(detail, Mapping):
         detail = frame["key"].map(detail)
     return pd.DataFrame({"job": job, "key": frame["key"], "recipient": frame["recipient"],
-                         "status": status, "detail": detail, "retry": retry}).reindex(columns=ROW_COLUMNS)
+                         "status": status, "detail": detail, "retry": retry,
+                         "retry_after": pd.NaT if retry_after is None else list(retry_after)},
+                        index=frame.index).reindex(columns=ROW_COLUMNS)
 
 
 def bounced_rows(ledger: pd.DataFrame) -> pd.DataFrame:
@@ -58,17 +64,19 @@ def no_rows() -> pd.DataFrame:
 def concat_rows(parts: Sequence[pd.DataFrame]) -> pd.DataFrame:
     kept = [part for part in parts if not part.empty]
     return pd.concat(kept, ignore_index=True) if kept else no_rows()
-COUNT_NAMES = ("due", "won", "already_handled", "retried", "sent", "failed", "pending", "not_sent",
+COUNT_NAMES = ("due", "won", "already_handled", "retried", "sent", "failed", "failed_permanently", "pending",
+               "not_sent",
                "quarantined", "deferred", "adopted", "no_longer_due", "failed_earlier",
                "pending_earlier", "bounced", "below_minimum")
-_COUNTED = {"sent": RowStatus.SENT, "failed": RowStatus.FAILED, "pending": RowStatus.PENDING,
+_COUNTED = {"sent": RowStatus.SENT, "failed": FAILED_ROWS, "failed_permanently": RowStatus.FAILED_PERMANENTLY,
+            "pending": RowStatus.PENDING,
             "not_sent": RowStatus.NOT_SENT, "quarantined": RowStatus.QUARANTINED,
             "deferred": RowStatus.DEFERRED, "adopted": RowStatus.ADOPTED,
             "no_longer_due": RowStatus.NO_LONGER_DUE, "failed_earlier": RowStatus.FAILED_EARLIER,
             "pending_earlier": RowStatus.PENDING_EARLIER, "bounced": RowStatus.BOUNCED,
             "below_minimum": RowStatus.SKIPPED}
 # Statuses of a key this run reserved (or would have, in a dry run).
-_WON = (RowStatus.SENT, RowStatus.FAILED, RowStatus.PENDING, RowStatus.NOT_SENT, RowStatus.WOULD_SEND)
+_WON = (RowStatus.SENT, *FAILED_ROWS, RowStatus.PENDING, RowStatus.NOT_SENT, RowStatus.WOULD_SEND)
 
 
 @dataclass
@@ -90,7 +98,8 @@ class RunSummary:
     already_handled: int = 0  # sent or adopted by earlier runs
     retried: int = 0  # earlier rows attempted again this run (counted in sent/failed/pending)
     sent: int = 0
-    failed: int = 0
+    failed: int = 0  # all failed, permanently or not
+    failed_permanently: int = 0  # of `failed`: refused for good (5xx), not retried to the same address
     pending: int = 0  # handed to SMTP, outcome unknown: an operator settles them
     not_sent: int = 0  # surely never handed to SMTP (interrupted, ledger lost): a later run sends them
     quarantined: int = 0
@@ -101,7 +110,8 @@ class RunSummary:
     pending_earlier: int = 0  # due, an earlier attempt's outcome still unknown
     below_minimum: int = 0  # due invoices skipped: below DUEFLOW_DUNNING_MINIMUM (not quarantined)
     ledger_pending: int = 0  # whole ledger: handed to SMTP, outcome unknown — an operator's
-    ledger_failed: int = 0  # whole ledger: failed (retried by later runs unless exhausted)
+    ledger_failed: int = 0  # whole ledger: failed, permanently or not
+    ledger_failed_permanently: int = 0  # of ledger_failed: refused for good, not retried to the same address
     ledger_unsent: int = 0  # whole ledger: never handed to SMTP — the next run sends them
     # Bounced rows of the whole ledger (accepted, then reported undeliverable), each listed
     # in `rows` as RowStatus.BOUNCED until an operator settles it (docs/bounces.md).
@@ -182,7 +192,9 @@ class RunSummary:
         retried = f" (and {self.retried} retried)" if self.retried else ""
         retried += f"; {deferred}" if deferred else ""
         unsent = f", {self.not_sent} not sent (a later run sends them)" if self.not_sent else ""
-        return (f"Run for {self.as_of}: {self.sent} sent, {self.failed} failed, {self.pending} pending"
+        permanent = f" ({self.failed_permanently} permanently)" if self.failed_permanently else ""
+        return (f"Run for {self.as_of}: {self.sent} sent, {self.failed} failed{permanent},"
+                f" {self.pending} pending"
                 f"{unsent} of {self.won} new{retried}; {self.already_handled} already handled{earlier}, "
                 f"{self.quarantined} quarantined{self._below()}.")
 
@@ -256,7 +268,8 @@ def summarize(
     retry = rows["retry"].fillna(False).astype(bool)
     handled = int((status == RowStatus.ALREADY_HANDLED).sum())
     new = int((status.isin(_WON) & ~retry).sum())
-    counted: dict[str, Any] = {name: int((status == value).sum()) for name, value in _COUNTED.items()}
+    counted: dict[str, Any] = {name: int(status.isin(value if isinstance(value, tuple) else (value,)).sum())
+                               for name, value in _COUNTED.items()}
     return RunSummary(
         as_of=as_of,
         dry_run=dry_run,
@@ -268,7 +281,8 @@ def summarize(
         retried=int(retry.sum()),
         **counted,
         ledger_pending=ledger_counts.get("pending", 0),
-        ledger_failed=ledger_counts.get("failed", 0),
+        ledger_failed=ledger_counts.get("failed", 0) + ledger_counts.get("permanent", 0),
+        ledger_failed_permanently=ledger_counts.get("permanent", 0),
         ledger_unsent=ledger_counts.get("unsent", 0),
         ledger_bounced=ledger_counts.get("bounced", 0),
         warnings=list(warnings or []),
@@ -287,7 +301,9 @@ def typed_rows(rows: pd.DataFrame, facts: pd.DataFrame | None = None) -> pd.Data
             c for c in FACT_COLUMNS if c != "key"])
         rows = rows.join(known, on="key")
     rows = rows.reindex(columns=SUMMARY_COLUMNS)
+    rows["step"] = parse_keys(rows["key"])["step"]  # a renewal's lead (30d) or a dunning step
     rows["retry"] = rows["retry"].fillna(False).astype(bool)
+    rows["retry_after"] = pd.to_datetime(rows["retry_after"], errors="coerce", utc=True)
     rows["amount"] = pd.to_numeric(rows["amount"], errors="coerce")
     rows["date"] = pd.to_datetime(rows["date"], errors="coerce")
     return rows.astype(SUMMARY_TYPES)
@@ -394,42 +410,49 @@ def shown_rows(rows: pd.DataFrame) -> pd.DataFrame:
     detail = rows["detail"].fillna("")
     detail = detail.mask(rows["retry"], "retry of an earlier run: " + detail)
     table = pd.DataFrame({
-        "status": rows["status"], "who": rows["party"], "what": what,
+        "status": rows["status"], "what to do": todos(rows["status"], rows["key"], rows["retry_after"]),
+        "who": rows["party"], "what": what,
         "amount": money_texts(rows["amount"], rows["currency"]).mask(lambda m: m == ""),
         "date": rows["date"].dt.strftime("%Y-%m-%d"), "detail": detail, "subject": rows["subject"],
-        "job": rows["job"],
+        "job": rows["job"], "step": rows["step"],
         "key": rows["key"],
     }).reindex(columns=TABLE_COLUMNS)
     return table.astype(object).where(table.notna(), None)
 
 
+def _said(status: RowStatus) -> str:
+    """A count's label in the vocabulary: the status word and what it means."""
+    return f"{OUTCOMES[status].status} — {OUTCOMES[status].meaning}"
+
+
 # The counts of the markdown summary, in the words an operator uses; zeros are left out.
+# `failed` is said as its two outcomes (retried later; permanently), never as one.
 COUNT_LABELS = {
     "due": "due tonight",
     "won": "new emails this run",
-    "sent": "sent",
+    "sent": _said(RowStatus.SENT),
     "retried": "earlier emails attempted again",
-    "failed": "failed (a later run retries them)",
-    "pending": "pending: handed to the mail server, outcome unknown",
-    "not_sent": "not sent (the next run sends them)",
-    "quarantined": "source rows quarantined",
+    "failed": _said(RowStatus.FAILED),
+    "failed_permanently": _said(RowStatus.FAILED_PERMANENTLY),
+    "pending": _said(RowStatus.PENDING),
+    "not_sent": _said(RowStatus.NOT_SENT) + " (the next run sends them)",
+    "quarantined": _said(RowStatus.QUARANTINED),
     "below_minimum": "invoices skipped below the minimum (DUEFLOW_DUNNING_MINIMUM)",
     "deferred": "held back by the send cap (a later run sends them)",
     "adopted": "recorded as handled without sending (adopt)",
     "no_longer_due": "no longer due when reserved or retried",
-    "failed_earlier": "failed in an earlier run, not retried tonight",
+    "failed_earlier": "failed in an earlier run, not retried tonight (the table says why)",
     "pending_earlier": "pending since an earlier run",
     "already_handled": "already handled by earlier runs",
-    "bounced": "bounced: accepted, then reported undeliverable (all runs)",
+    "bounced": _said(RowStatus.BOUNCED) + " (all runs)",
 }
-WHAT_TO_DO = {
-    RowStatus.PENDING: "check the mail server's log, then `dueflow resolve {key} --as sent` (or failed)",
-    RowStatus.FAILED: "a later run retries it; `dueflow ledger --status failed` lists them",
-    RowStatus.NOT_SENT: "nothing: the next run sends it",
-    RowStatus.QUARANTINED: "fix the source row; the next run picks it up (`dueflow quarantine`)",
-    RowStatus.BOUNCED: "fix the address, then `dueflow resolve {key} --as failed` (the next run sends"
-                       " it once)",
-}
+
+
+def shown_counts(summary: RunSummary) -> dict[str, int]:
+    """The counts as the summary says them: `failed` only for those retried later."""
+    counts = summary.counts()
+    counts["failed"] -= counts["failed_permanently"]
+    return counts
 
 
 def escalations(summary: RunSummary) -> int:
@@ -455,6 +478,29 @@ def count_line(rows: pd.DataFrame) -> str:
     """'3 sent, 1 failed' for summary rows: the log line of a delivery."""
     counts = rows["status"].astype(str).value_counts()
     return ", ".join(f"{int(n):,} {status}" for status, n in counts.items()) or "nothing"
+
+
+def extract_line(job: str, extracted: Mapping[str, pd.DataFrame]) -> str:
+    """The log line of an extract: the source rows read and, apart, those whose email
+    tonight is already in the ledger (read without their history), so that the decision's
+    line that follows ('N already in the ledger') is not read as a contradiction."""
+    parts = []
+    for name, frame in extracted.items():
+        if name == "history":
+            parts.append(f"{len(frame):,} ledger row(s) of their earlier steps")
+            continue
+        settled = int(frame["settled_lead"].notna().sum()) if "settled_lead" in frame else 0
+        parts.append(f"{len(frame):,} {name}" + (f" ({settled:,} with tonight's email already in the ledger)"
+                                                  if settled else ""))
+    return f"{job}: read " + ", ".join(parts)
+
+
+def attention_level(rows: pd.DataFrame) -> int:
+    """The log level of a line about these rows: WARNING when any needs a person (failed,
+    pending, not sent, bounced, quarantined), so that filtering for warnings finds them."""
+    import logging
+
+    return logging.WARNING if rows["status"].isin(NEEDS_ATTENTION).any() else logging.INFO
 
 
 def decision_line(decision: Any) -> str:
@@ -483,10 +529,12 @@ def markdown(summary: RunSummary, limit: int = 50) -> str:
     if summary.approval:  # a night that looked wrong went on with a person's word
         lines += [f"The night looked wrong and went on: {_cell(summary.approval)}.", ""]
     counts: list[tuple[str, int | str]] = [(COUNT_LABELS[name], value)
-                                           for name, value in summary.counts().items() if value]
+                                           for name, value in shown_counts(summary).items() if value]
     counts += [(label, value) for label, value in (
         ("pending in the ledger, all runs", summary.ledger_pending),
-        ("failed in the ledger, all runs", summary.ledger_failed),
+        ("failed, retried later, in the ledger, all runs",
+         summary.ledger_failed - summary.ledger_failed_permanently),
+        ("failed permanently in the ledger, all runs", summary.ledger_failed_permanently),
         ("never handed to the mail server, all runs (the next run sends them)", summary.ledger_unsent),
         ("escalation(s) sent to a colleague", escalations(summary))) if value]
     lines += [*[f"- **{value}** {label}" for label, value in counts], ""] if counts else []
@@ -495,14 +543,16 @@ def markdown(summary: RunSummary, limit: int = 50) -> str:
     listed = attention_first(summary.rows[summary.rows["status"] != RowStatus.ALREADY_HANDLED])
     attention = listed[listed["status"].isin(NEEDS_ATTENTION)]
     if not attention.empty:
-        lines += ["## Needs attention", "", "| status | who | what | amount | reason | what to do |",
-                  "|---|---|---|---|---|---|"]
-        for row in shown_rows(attention.head(limit)).itertuples(index=False):
-            todo = WHAT_TO_DO[RowStatus(str(row.status))].format(key=row.key)
-            lines.append(f"| {row.status} | {_cell(row.who)} | {_cell(row.what)} | {_cell(row.amount)} "
-                         f"| {_cell(row.detail)} | {todo} |")
+        # What to do comes right after the status: the table stays readable at 1,400 px,
+        # the long SMTP reply last.
+        lines += ["## Needs attention", "", "| status | what to do | who | what | reason |",
+                  "|---|---|---|---|---|"]
+        for shown in shown_rows(attention.head(limit)).to_dict("records"):
+            lines.append(f"| {shown['status']} | {_wrappable(shown['what to do'])} "
+                         f"| {_lines(shown['who'], 20)} | {_lines(shown['what'], 24)} "
+                         f"| {_lines(_short(shown['detail']), 30)} |")
         if len(attention) > limit:
-            lines.append(f"| … | {len(attention) - limit} more | | | | `dueflow ledger` |")
+            lines.append(f"| … | `dueflow ledger` | {len(attention) - limit} more | | |")
         lines.append("")
     done = listed[listed["status"].isin((RowStatus.SENT, RowStatus.WOULD_SEND))]
     if not done.empty:
@@ -511,23 +561,44 @@ def markdown(summary: RunSummary, limit: int = 50) -> str:
                   "|---|---|---|---|---|---|"]
         first = done.head(limit).reset_index(drop=True)
         for row, to in zip(shown_rows(first).itertuples(index=False), first["recipient"], strict=True):
-            lines.append(f"| {_cell(row.who)} | {_cell(row.what)} | {_cell(row.amount)} | {_cell(row.date)} "
-                         f"| {_cell(to)} | {_cell(row.subject)} |")
+            lines.append(f"| {_lines(row.who, 20)} | {_lines(row.what, 24)} | {_cell(row.amount)} "
+                         f"| {_cell(row.date)} | {_cell(to)} | {_lines(row.subject, 40)} |")
         if len(done) > limit:
             lines.append(f"| … | {len(done) - limit} more | | | | |")
         lines.append("")
     if not summary.unsettled.empty:
+        unsettled = summary.unsettled
+        outcome = ledger_outcomes(unsettled["status"], unsettled["permanent"].astype("boolean"),
+                                  unsettled["sending_at"])
         lines += ["## Unsettled in the ledger (all runs, oldest first)", "",
-                  "Pending rows handed to SMTP are never resent automatically: check the mail"
-                  " server's log, then settle them with `dueflow resolve KEY --as sent|failed`."
-                  " Rows never handed to SMTP are sent by the next run.", "",
-                  "| status | key | attempts | detail |", "|---|---|---|---|"]
-        for row in summary.unsettled.itertuples(index=False):
-            detail = str(row.error or "")
-            if row.status == "pending" and pd.isna(row.sending_at):  # type: ignore[arg-type]  # stubs: any value
-                detail = (detail + "; " if detail else "") + "never handed to SMTP: the next run sends it"
-            lines.append(f"| {row.status} | `{row.key}` | {row.attempts} | {_cell(detail)} |")
+                  "| status | what to do | key | attempts | detail |", "|---|---|---|---|---|"]
+        for row, said in zip(unsettled.itertuples(index=False), outcome, strict=True):
+            lines.append(f"| {said} | {_wrappable(todo(said, 'KEY'))} | `{row.key}` | {row.attempts} "
+                         f"| {_lines(_short(row.error), 30)} |")
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _wrappable(todo: object) -> str:
+    """What to do as a table cell says it: the same words, without the code marks (a
+    command in them is broken into lines like the rest: `_lines`)."""
+    return _lines(str(todo or "").replace("`", ""), 40)
+
+
+def _lines(value: object, width: int) -> str:
+    """A cell's text in lines of at most `width` characters, at spaces: the Prefect UI
+    never wraps a table's cell, and a command with its key pushed the summary's table past
+    1,400 px. Each line is made a safe cell first; lines are joined by <br>, which the UI
+    renders (seen in a headless Chromium)."""
+    import textwrap
+
+    text = _cell(value)
+    return "<br>".join(textwrap.wrap(text, width, break_long_words=False, break_on_hyphens=False)) or text
+
+
+def _short(value: object, width: int = 90) -> object:
+    """A long reason cut to `width` characters (the ledger keeps it whole)."""
+    text = "" if value is None else str(value)
+    return text if len(text) <= width else text[:width - 1] + "…"
 
 
 def _cell(value: object) -> str:
@@ -565,11 +636,18 @@ def text_table(rows: pd.DataFrame, limit: int = 40) -> str:
     """A plain, aligned table of rows for the terminal, what needs attention first."""
     if rows.empty:
         return "(no rows)"
-    rows = attention_first(rows)
-    columns = ["status", "key", "recipient", "detail"]
+    total = len(rows)
+    rows = attention_first(rows).head(limit)
+    retry_after = rows.get("retry_after")
+    shown = rows.assign(**{"what to do": todos(rows["status"], rows["key"], retry_after)})
+    columns = ["status", "what to do", "key", "recipient", "detail"]
+    if not shown["what to do"].astype(bool).any():  # a dry run, a night all sent: nothing to do
+        columns.remove("what to do")
     cells = [[str(v) for v in row]
-             for row in rows.loc[:, columns].head(limit).astype(object).fillna("").itertuples(index=False)]
-    text = "\n".join(wrapped_table(columns, cells, [None, None, None, 60]))
-    if len(rows) > limit:
-        text += (f"\n… and {len(rows) - limit} more (see `dueflow ledger` and `dueflow quarantine`)")
+             for row in shown.loc[:, columns].astype(object).fillna("").itertuples(index=False)]
+    widths: list[int | None] = ([None, 40, None, None, 50] if "what to do" in columns
+                                else [None, None, None, 60])
+    text = "\n".join(wrapped_table(columns, cells, widths))
+    if total > limit:
+        text += (f"\n… and {total - limit} more (see `dueflow ledger` and `dueflow quarantine`)")
     return text

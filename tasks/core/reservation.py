@@ -18,10 +18,13 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 from dueflow.tasks.core.decide import Decision, most_urgent_first
+from dueflow.tasks.core.defaults import RETRY_MAX_ATTEMPTS
 from dueflow.tasks.core.frames import pd
 from dueflow.tasks.core.keys import source_row_keys
 from dueflow.tasks.core.report import concat_rows, key_rows
 from dueflow.tasks.core.statuses import LedgerStatus, RowStatus
+from dueflow.tasks.core.text import text_or_none
+from dueflow.tasks.core.vocabulary import failed_earlier_detail
 
 NO_LONGER_DUE = ("not reserved: the source row changed after extraction (paid, paused, or its dunning"
                  " step moved)")
@@ -32,9 +35,11 @@ def already_in_ledger(decision: Decision) -> pd.DataFrame:
     return decision.due[decision.due["handled"]]
 
 
-def _handled_rows(job: str, handled: pd.DataFrame, open_keys: Mapping[str, str]) -> pd.DataFrame:
+def _handled_rows(job: str, handled: pd.DataFrame, open_keys: Mapping[str, str], failed: pd.DataFrame | None,
+                  max_attempts: int) -> pd.DataFrame:
     """Due rows already in the ledger, by what the ledger says of them: a failed or pending
-    key is not "handled" (the summary must not say so)."""
+    key is not "handled" (the summary must not say so), and a failed one says why it is
+    not retried tonight (`failed`: sql/failed_rows)."""
     ledger = handled["key"].map(open_keys)
     status = ledger.map({LedgerStatus.FAILED: RowStatus.FAILED_EARLIER,
                          LedgerStatus.PENDING: RowStatus.PENDING_EARLIER}).fillna(RowStatus.ALREADY_HANDLED)
@@ -43,6 +48,12 @@ def _handled_rows(job: str, handled: pd.DataFrame, open_keys: Mapping[str, str])
                          LedgerStatus.PENDING: "handed to SMTP by an earlier run, outcome unknown"
                                                " (see `dueflow ledger --status pending`)"}
                         ).fillna("already in the ledger")
+    if failed is not None and not failed.empty:
+        # A failed key still due and not retried tonight: few a night, each said with its why.
+        why = {row.key: failed_earlier_detail(str(row.key), bool(row.permanent), int(row.attempts),  # type: ignore[arg-type]
+                                              max_attempts, row.retry_after, text_or_none(row.error))
+               for row in failed.itertuples(index=False)}
+        detail = handled["key"].map(why).where(ledger == LedgerStatus.FAILED, detail).fillna(detail)
     return key_rows(job, handled, status, detail)
 
 
@@ -56,14 +67,16 @@ class ReservationPlan:
 
 
 def plan_reservation(job: str, source: str, decision: Decision, open_keys: Mapping[str, str],
-                     send_cap: int | None) -> ReservationPlan:
+                     send_cap: int | None, failed: pd.DataFrame | None = None,
+                     max_attempts: int = RETRY_MAX_ATTEMPTS) -> ReservationPlan:
     """The plan of one job's reservation. `open_keys`: the ledger's status of the keys of
     `already_in_ledger(decision)` that are still open (pending, failed); `source`: the
-    source table, quarantined rows are reported as SOURCE/ID."""
+    source table, quarantined rows are reported as SOURCE/ID; `failed`: the ledger's failed
+    rows (sql/failed_rows), to say why a due one is not retried tonight."""
     bad = decision.quarantined
     named = pd.DataFrame({"key": source_row_keys(source, bad["source_id"]), "recipient": pd.NA})
     rows = [key_rows(job, named, RowStatus.QUARANTINED, bad["reason"].tolist()),
-            _handled_rows(job, already_in_ledger(decision), open_keys)]
+            _handled_rows(job, already_in_ledger(decision), open_keys, failed, max_attempts)]
     if not decision.skipped.empty:  # not chased tonight by a setting (a minimum): said, not kept
         skipped = pd.DataFrame({"key": source_row_keys(source, decision.skipped["source_id"]),
                                 "recipient": pd.NA})

@@ -82,8 +82,23 @@ SOURCES: dict[str, dict[str, SourceColumn]] = {
         SourceColumn("paid_at", Kind.TIMESTAMP),
         SourceColumn("dunning_hold_until", Kind.DATE, required=False),
         SourceColumn("pdf_path", Kind.TEXT, required=False),
+        # What the client still owes, where the company keeps it on the invoice: the open
+        # amount itself, or what was paid (subtracted). At most one; or a payments relation.
+        SourceColumn("amount_open", Kind.AMOUNT, required=False),
+        SourceColumn("amount_paid", Kind.AMOUNT, required=False),
+    ),
+    # Optional: the payments received and credit notes (a negative amount) per invoice,
+    # summed per invoice by the database in the night's read of the invoices; a database
+    # without it (and a mapping silent on it) has none.
+    "payments": _columns(
+        SourceColumn("invoice_id", Kind.ID),
+        SourceColumn("amount", Kind.AMOUNT),
+        SourceColumn("currency", Kind.TEXT),
+        SourceColumn("received_at", Kind.DATE),
     ),
 }
+# Sources a database may lack: read as an empty relation unless found or mapped.
+OPTIONAL_SOURCES = frozenset({"payments"})
 # What a boolean column read as a status most likely says (`check`'s hint, `dueflow sources
 # init`'s draft): its value map, theirs = ours.
 BOOLEAN_STATUSES: dict[tuple[str, str], dict[str, str]] = {
@@ -113,7 +128,7 @@ class SourceSpec:
     """One source as the mapping gives it: the relation, where each column comes from, and
     value maps for the closed vocabularies (statuses, booleans, locales)."""
 
-    name: str  # contracts | clients | invoices
+    name: str  # contracts | clients | invoices | payments
     relation: str  # the table or view
     schema: str | None = None  # None: DUEFLOW_SOURCE_SCHEMA, else the search path
     columns: Mapping[str, Origin] = field(default_factory=dict)  # dueflow column -> origin
@@ -208,6 +223,9 @@ def _spec(name: str, table: Any, origin: str) -> SourceSpec:
         columns[column] = _origin(value, f"{origin}: {name}.{column}")
     if AMOUNT_MINOR in columns and "amount" in columns:
         raise MappingError(f"{origin}: {name}: map either amount or amount_minor, not both")
+    if "amount_open" in columns and "amount_paid" in columns:
+        raise MappingError(f"{origin}: {name}: map either amount_open or amount_paid, not both (what the"
+                           " client still owes, or what was paid)")
     values: dict[str, dict[str, str]] = {}
     for column, mapping in (table.get("values") or {}).items():
         target = known.get(column)
@@ -252,5 +270,5 @@ def parse_mapping(text: str, origin: str) -> SourceMapping:
         raise MappingError(f"{origin}: not valid TOML: {exc}") from None
     unknown = sorted(set(data) - set(SOURCES))
     if unknown:
-        raise MappingError(f"{origin}: unknown source(s) {', '.join(unknown)} (contracts, clients, invoices)")
+        raise MappingError(f"{origin}: unknown source(s) {', '.join(unknown)} ({', '.join(SOURCES)})")
     return SourceMapping({name: _spec(name, table, origin) for name, table in data.items()}, origin)

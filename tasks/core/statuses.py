@@ -56,7 +56,8 @@ class RowStatus(StrEnum):
     """What one run did with one key or one source row (the summary's `rows`)."""
 
     SENT = "sent"
-    FAILED = "failed"
+    FAILED = "failed"  # refused before it left: a later run retries it (retry_after)
+    FAILED_PERMANENTLY = "failed permanently"  # refused for good (5xx): not retried to the same address
     PENDING = "pending"  # handed to SMTP, outcome unknown: an operator settles it
     NOT_SENT = "not sent"  # surely never handed to SMTP (stopped, database lost): sent later
     QUARANTINED = "quarantined"
@@ -72,14 +73,16 @@ class RowStatus(StrEnum):
 
 
 # What an operator must look at first, in order.
-ATTENTION_ORDER = (RowStatus.PENDING, RowStatus.BOUNCED, RowStatus.FAILED, RowStatus.NOT_SENT,
+ATTENTION_ORDER = (RowStatus.PENDING, RowStatus.BOUNCED, RowStatus.FAILED_PERMANENTLY, RowStatus.FAILED,
+                   RowStatus.NOT_SENT,
                    RowStatus.QUARANTINED,
                    RowStatus.PENDING_EARLIER, RowStatus.FAILED_EARLIER, RowStatus.NO_LONGER_DUE,
                    RowStatus.DEFERRED, RowStatus.SKIPPED, RowStatus.SENT, RowStatus.WOULD_SEND,
                    RowStatus.ADOPTED,
                    RowStatus.ALREADY_HANDLED)
-NEEDS_ATTENTION = (RowStatus.PENDING, RowStatus.BOUNCED, RowStatus.FAILED, RowStatus.NOT_SENT,
-                   RowStatus.QUARANTINED)
+NEEDS_ATTENTION = (RowStatus.PENDING, RowStatus.BOUNCED, RowStatus.FAILED_PERMANENTLY, RowStatus.FAILED,
+                   RowStatus.NOT_SENT, RowStatus.QUARANTINED)
+FAILED_ROWS = (RowStatus.FAILED, RowStatus.FAILED_PERMANENTLY)  # both count as failed
 
 # Source statuses (public contract).
 CONTRACT_ACTIVE = "active"

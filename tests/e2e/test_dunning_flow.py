@@ -126,7 +126,8 @@ def test_payment_between_extraction_and_reservation_while_runs_race(pg_url):
     decisions = []
     for _ in range(3):
         database = sourced(engine)
-        invoices = db.extract_frame(engine, database.source_statement("extract_invoices"), {})
+        invoices = db.extract_frame(engine, database.source_statement("extract_invoices"),
+                                     {"as_of": day(7).isoformat()})
         clients = db.extract_frame(engine, database.source_statement("extract_clients"), {})
         history = db.extract_frame(engine, database.source_statement("dunning_history"), {})
         decisions.append(due_dunning_steps(invoices, clients, history, day(7)))

@@ -173,8 +173,22 @@ def test_10_failed_rows_are_reported_as_failed_with_the_command_that_lists_them(
     out, err = again.stdout, again.stderr
     assert again.returncode == 0, err
     assert "1 due email(s) were already handled by earlier runs, 1 failed earlier" in out
-    assert "Ledger: 1 failed" in out and "dueflow ledger --status failed" in out
-    assert "--status pending" not in out
+    assert "Ledger: 1 failed permanently — " in out and "dueflow ledger --status failed" in out
+    assert "failed permanently in an earlier run" in out  # the next night says why it is not retried
+    assert "--status pending" not in out and "retried by later runs" not in out
+    # The mailbox is fixed behind the same address: one word sends it once more, once.
+    [key] = [k for k in db.ledger_rows(db.engine_for(db_url))["key"] if "/c000/" in k]
+    smtp_sink.faults.clear()
+    resolved = dueflow_cli("resolve", key, "--as", "retry", "--by", "alice", env=cli_env)
+    assert resolved.returncode == 0, resolved.stderr
+    assert f"{key}: failed → retry (by alice); the next run sends it again, once" in resolved.stdout
+    for _ in range(2):
+        assert dueflow_cli("run", "--as-of", AS_OF.isoformat(), env=cli_env).returncode == 0
+    assert [m["To"] for m in smtp_sink.messages].count("c000@example.com") == 1
+    row = db.ledger_rows(db.engine_for(db_url)).set_index("key").loc[key]
+    assert (row["status"], row["recipient"]) == ("sent", "c000@example.com")
+    listed = dueflow_cli("ledger", "--format", "json", env=cli_env).stdout
+    assert '"resolved_by": "alice"' in listed
 
 
 def test_10_quarantined_rows_are_listed_by_the_cli(cli_env, db_url, smtp_sink, dueflow_cli):
@@ -226,7 +240,8 @@ def test_10_many_pending_rows_are_settled_at_once(cli_env, db_url, smtp_sink, du
     statuses = db.ledger_rows(db.engine_for(db_url)).set_index("key")["status"]
     assert set(statuses) == {"sent"}
     again = dueflow_cli("resolve", *in_doubt[:2], "--as", "failed", env=cli_env)
-    assert again.returncode == 2 and again.stderr.count("not pending or bounced (sent)") == 2
+    assert again.returncode == 2 and again.stderr.count(
+        "sent: only a pending, failed or bounced row can be settled: left as it is") == 2
 
 
 def test_10_rows_a_run_never_handed_to_smtp_can_be_settled_by_run(cli_env, db_url, smtp_sink, dueflow_cli):

@@ -129,7 +129,8 @@ def test_one_night_under_two_locales_writes_the_same_bytes(tmp_path, prefect_ser
     assert "10 sent" in c["night (stdout, stderr)"]
     table = c["forecast (stdout, stderr)"].splitlines()
     why = " ".join(" ".join(line[table[0].index("why"):] for line in table).split())  # its last column
-    assert "moved from 2027-03-19 : holiday: Saint Joseph's Day, Saturday, Sunday" in why
+    # (a wrapped cell joined again: a line may end before the colon, whatever the width)
+    assert "moved from 2027-03-19: holiday: Saint Joseph's Day, Saturday, Sunday" in why.replace(" :", ":")
     assert "hace 21 días" in c["ledger"] and "980,40 €" in c["ledger"]  # the Spanish client's own
     assert c.keys() == spanish.keys()
     for what in c:

@@ -138,7 +138,9 @@ def test_smtp_faults_end_in_a_known_state(run_env, smtp_sink, fault):
     status = dict(zip(summary.rows["key"].str.split("/").str[1], summary.rows["status"],
                       strict=True))
     expected = "pending" if fault == "drop_before_data_reply" else "failed"
-    assert status == {"ok": "sent", "faulty": expected}
+    # A 5xx is a permanent refusal, said so (the ledger's status is failed, permanent).
+    said = "failed permanently" if fault == "data_554" else expected
+    assert status == {"ok": "sent", "faulty": said}
     ledger = db.ledger_rows(db.engine_for(url)).set_index("key")
     assert ledger.loc[f"renewal/faulty/{START + timedelta(days=30)}/30d", "status"] == expected
     assert smtp_sink.keys() == [f"renewal/ok/{START + timedelta(days=30)}/30d"]

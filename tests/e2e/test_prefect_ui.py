@@ -126,7 +126,9 @@ def test_prefect_yaml_deploys_from_a_fresh_clone_with_its_schedule_limit_and_for
     assert form["renewal_locale"]["enum"] == list(SUPPORTED_LOCALES)
     # Optional values are plain fields, left empty (no "date | None" switch in the form).
     assert (form["as_of"]["type"], form["as_of"]["default"]) == ("string", "")  # empty: today
-    assert "anyOf" not in form["as_of"]
+    assert not [name for name, field in form.items() if "anyOf" in field or field.get("type") == "null"], form
+    assert (form["send_cap"]["type"], form["email_block"]["type"]) == ("integer", "string")
+    assert "profile" in form["dunning_delays"]["description"]
     assert "one-time take-over" in form["adopt"]["title"] and "sends nothing" in form["adopt"]["description"]
 
 
@@ -159,10 +161,11 @@ def test_a_run_from_the_form_sends_once_and_explains_itself(deployed):
     assert again["state"]["message"].startswith(f"Nothing new to send for {AS_OF}")
 
     logs = "\n".join(deployed.logs(first["id"]))
-    for line in ("renewal: extracted 3 contracts", "renewal: 3 due (3 new, 0 already in the ledger)",
-                 "renewal: reserved 3 of 3 new", "renewal: composed 3 email(s)", "renewal: 3 sent",
-                 f"Run for {AS_OF}: 3 sent"):
+    for line in ("renewal: read 3 contracts", "renewal: 3 due (3 new, 0 already in the ledger)",
+                 "renewal: reserved 3 of 3 new", "renewal: composed and stored 3 email(s)", "renewal: 3 sent",
+                 f"Run for {AS_OF}: 3 sent", "dunning: delays in force: clients without a profile"):
         assert line in logs, logs
+    assert logs.count("Finished in state") <= 1, logs  # the flow run's own; its tasks' are quiet
 
     artifacts = deployed.artifacts(first["id"])
     summary = artifacts["nightly-alerts-summary"]["data"]
@@ -171,7 +174,7 @@ def test_a_run_from_the_form_sends_once_and_explains_itself(deployed):
     assert "Vendor c0" in summary and "| adopted" not in summary and "LLM" not in summary
     assert all(a["task_run_id"] is None for a in artifacts.values())  # the flow run's, not a task's
     rows = json.loads(artifacts["nightly-alerts-rows"]["data"])
-    assert list(rows[0])[:5] == ["status", "who", "what", "amount", "date"]  # what a person scans first
+    assert list(rows[0])[:6] == ["status", "what to do", "who", "what", "amount", "date"]  # scanned first
     assert {r["who"] for r in rows} == {"Vendor c0", "Vendor c1", "Vendor c2"}
     assert {(r["amount"], r["date"], r["status"]) for r in rows} == {("€1,250.50", str(RENEWAL), "sent")}
     assert all(r["what"] and r["key"] in keys for r in rows)
@@ -197,10 +200,13 @@ def test_a_run_with_problems_needs_attention_and_says_so_with_an_event(deployed)
     assert "ap@client.example" not in json.dumps(events[0])  # counts only
 
     summary = deployed.artifacts(run["id"])["nightly-alerts-summary"]["data"]
-    attention = summary.split("## Needs attention", 1)[1]
+    attention = summary.split("## Needs attention", 1)[1].replace("<br>", " ")  # a cell's lines
     assert "unknown currency 'XXY'" in attention and "fix the source row" in attention
     assert "| quarantined |" in attention and "| invoice row bad, no. " in attention  # what the row is
-    assert "550" in attention and "a later run retries it" in attention
+    # A 550 is a permanent refusal: said so, with what to do right after the status.
+    assert "550" in attention
+    assert "| failed permanently | fix the address (the next run sends it)" in attention
+    assert "a later run retries" not in attention
 
 
 def test_run_deployment_gives_a_notebook_the_run_summary(deployed):
@@ -231,10 +237,10 @@ def test_the_cli_keeps_the_console_quiet_and_sends_its_logs_to_the_api(deployed,
     result = subprocess.run([str(BIN / "dueflow"), "run", "--as-of", str(AS_OF), "--dry-run"], env=env,
                             capture_output=True, text=True, timeout=240, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
-    assert "INFO" not in result.stdout + result.stderr and "renewal: extracted" not in result.stderr
+    assert "INFO" not in result.stdout + result.stderr and "renewal: read" not in result.stderr
     runs = httpx.post(f"{deployed.api}/flow_runs/filter", json={
         "flow_runs": {"name": {"any_": [f"{AS_OF} dry run"]}, "deployment_id": {"is_null_": True}}},
         timeout=10).json()
     assert runs, "the CLI's run is not on the server"
-    assert any("renewal: extracted" in line for line in deployed.logs(runs[-1]["id"]))
+    assert any("renewal: read" in line for line in deployed.logs(runs[-1]["id"]))
     assert os.environ.get("PREFECT_API_URL") != deployed.api  # the test's own process untouched

@@ -1,13 +1,16 @@
 """Night-by-night dunning scenarios with holds, pauses with an end, business days, holidays,
-closures, minimums and profiles that change between nights — drawn by hypothesis, and read
-two ways: as the source rows of each night (for the pure rule and for both databases) and
-as the facts the oracle (tests/helpers/oracles.py, expected_dunning_emails) decides from.
+closures, minimums, profiles that change between nights, and payments and credit notes that
+arrive between nights (instalments, paid in full, a credit note; issue 43) — drawn by
+hypothesis, and read two ways: as the source rows of each night (for the pure rule and for
+both databases, the payments in the company's own relation) and as the facts the oracle
+(tests/helpers/oracles.py, expected_dunning_emails) decides from.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import date, timedelta
+from decimal import Decimal
 
 from hypothesis import strategies as st
 
@@ -51,9 +54,12 @@ class Scenario:
     closed: list[int]  # DUEFLOW_CLOSED_DAYS_FILE's days (offsets)
     minimum: str | None  # DUEFLOW_DUNNING_MINIMUM
     nights: list[int]  # the nights run (offsets), in order, repeats allowed
+    # per invoice: (received offset, amount; negative: a credit note), recorded on that day
+    payments: list[list[tuple[int, str]]] = field(default_factory=list)
     calendar: BusinessCalendar = field(init=False)
 
     def __post_init__(self) -> None:
+        self.payments = self.payments or [[] for _ in self.sent]
         closed_text = "\n".join(f"{day(d)} closure" for d in self.closed)
         self.calendar = BusinessCalendar(parse_business_days(self.weekdays), *(("ES", "MD") if self.holidays
                                                                              else (None, None)),
@@ -84,6 +90,16 @@ class Scenario:
                  else str(day(h))}  # type: ignore[arg-type]
                 for i, (sent, amount) in enumerate(zip(self.sent, self.amounts, strict=True))]
 
+    def paid(self, night: date) -> list[dict]:
+        """The company's payments relation as it stands on `night`: what was received by then."""
+        return [{"invoice_id": f"inv-{i}", "amount": amount, "currency": "EUR", "received_at": str(day(on))}
+                for i, made in enumerate(self.payments) for on, amount in made if day(on) <= night]  # type: ignore[operator]
+
+    def open_amount(self, night: date, i: int) -> Decimal:
+        """The oracle's open amount: the invoice's less every payment and credit note by then."""
+        return Decimal(self.amounts[i]) - sum((abs(Decimal(p["amount"])) for p in self.paid(night)
+                                               if p["invoice_id"] == f"inv-{i}"), Decimal(0))
+
     def clients(self, night: date) -> list[dict]:
         return [{"id": f"cl-{i}", "name": f"Client {i}", "email": f"ap{i}@client.example", "locale": "en",
                  "notes": None, "dunning_paused": False,
@@ -99,12 +115,13 @@ class Scenario:
         ends = [day(x) for x in (self._on(self.holds[i], night), self._on(self.pauses[i], night))
                 if x is not None]  # type: ignore[arg-type]
         minimums = parse_minimums(self.minimum)
-        below = "EUR" in minimums and float(self.amounts[i]) < float(minimums["EUR"])
+        owed = self.open_amount(night, i)
+        below = "EUR" in minimums and owed < minimums["EUR"]
         return InvoiceFacts(delays=delays, last_rank=last_rank,
                             # what a profile leaves out (brisk: its unit) is the run's
                             unit="business" if profile == "gentle" else self.unit,
                             hold_end=max(ends) if ends else None,  # type: ignore[type-var]
-                            below_minimum=below)
+                            paid=owed == 0, below_minimum=below)
 
     def open_day(self, night: date) -> bool:
         return self.calendar.why_closed(night) is None
@@ -128,9 +145,10 @@ def scenarios(draw: st.DrawFn, max_invoices: int = 4, max_nights: int = 36) -> S
     for step in draw(st.lists(st.sampled_from([0, 1, 1, 1, 1, 2, 3]), min_size=5, max_size=max_nights)):
         offset += step
         nights.append(offset)
+    amounts = [draw(st.sampled_from(["4.99", "5.00", "5.01", "120.00"])) for _ in range(n)]
     return Scenario(
         sent=[draw(st.integers(-12, 8)) for _ in range(n)],
-        amounts=[draw(st.sampled_from(["4.99", "5.00", "5.01", "120.00"])) for _ in range(n)],
+        amounts=amounts,
         holds=[draw(_changes(hold)) for _ in range(n)],
         pauses=[draw(_changes(st.one_of(st.none(), st.none(), st.none(), st.integers(-3, 20))))
                 for _ in range(n)],
@@ -141,4 +159,20 @@ def scenarios(draw: st.DrawFn, max_invoices: int = 4, max_nights: int = 36) -> S
         closed=draw(st.lists(st.integers(0, 40), max_size=4, unique=True)),
         minimum=draw(st.sampled_from([None, "EUR 5", "EUR 5.01, USD 5"])),
         nights=nights,
+        payments=[_payments(draw, amount) for amount in amounts],
     )
+
+
+def _payments(draw: st.DrawFn, amount: str) -> list[tuple[int, str]]:
+    """Instalments and credit notes that never take more than the invoice (an overpayment is
+    quarantined: tests/helpers/payments.py): a quarter, a half, the rest, or 0.01."""
+    made, left = [], Decimal(amount)
+    for on, part, credit in draw(st.lists(st.tuples(st.integers(-5, 30), st.sampled_from(
+            ["quarter", "half", "rest", "cent"]), st.booleans()), max_size=3)):
+        value = {"quarter": left / 4, "half": left / 2, "rest": left, "cent": Decimal("0.01")}[part]
+        value = value.quantize(Decimal("0.01"))
+        if not 0 < value <= left:
+            continue
+        left -= value
+        made.append((on, str(-value if credit else value)))
+    return made

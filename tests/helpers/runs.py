@@ -66,7 +66,7 @@ def assert_stopped_mid_delivery_then_rerun(db_url: str, smtp_sink, cli_env: dict
     assert after_doubt == in_doubt and not after_unsent  # in doubt stays for an operator (G3)
     assert after_sent == expected - in_doubt
     if in_doubt:
-        assert "Ledger needs attention" in out
+        assert "Ledger: " in out and " pending — handed to the mail server, outcome unknown" in out
         listed = start(["ledger", "--status", "pending", "--json"], cli_env, tmp_path)
         out, _ = listed.communicate(timeout=60)
         assert {json.loads(line)["key"] for line in out.splitlines()} == in_doubt

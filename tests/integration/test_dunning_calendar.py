@@ -1,12 +1,15 @@
 """The dunning calendar night by night on SQLite and PostgreSQL: holds that start, end and are
 deleted mid-cycle, pauses with an end, business days, holidays (ES-MD: a long weekend at
-Easter), a closures file, business-day delays, minimums on the boundary and profiles switched
-between nights — the rows changed in the database before each night, each night extracted
+Easter), a closures file, business-day delays, minimums on the boundary, profiles switched
+between nights, and instalments and credit notes arriving between nights in the company's
+own payments relation — the rows changed in the database before each night, each night extracted
 through the sources (sql/dunning_candidates), decided, and reserved by the ledger's own
 statement (sql/reserve_dunning, its re-check included). Each email once, on the night the
 oracle (tests/helpers/oracles.py) says."""
 
 from __future__ import annotations
+
+from decimal import Decimal
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -23,12 +26,18 @@ from tests import examples
 from tests.helpers.calendar_scenarios import ESCALATION, day, scenarios
 from tests.helpers.factories import with_optional_columns
 from tests.helpers.oracles import expected_dunning_emails
+from tests.helpers.payments import PAYMENTS_TABLE
 from tests.integration.test_dunning_candidates import databases  # noqa: F401 - the fixture
 
 
-def replace_rows(url: str, invoices: list[dict], clients: list[dict]) -> None:
-    with db.writing(db.engine_for(url)) as conn:
-        for table, items in (("invoices", invoices), ("clients", clients)):
+def replace_rows(url: str, invoices: list[dict], clients: list[dict],
+                 payments: list[dict] | None = None) -> None:
+    engine = db.engine_for(url)
+    with db.writing(engine) as conn:
+        if payments is not None:  # the company's own payments relation (issue 43)
+            conn.execute(text(f"CREATE TABLE IF NOT EXISTS payments ({PAYMENTS_TABLE[engine.dialect.name]})"))
+        for table, items in (("invoices", invoices), ("clients", clients),
+                             *((("payments", payments),) if payments is not None else ())):
             conn.execute(text(f"DELETE FROM {table}"))
             for item in items:
                 conn.execute(text(f"INSERT INTO {table} ({', '.join(item)}) VALUES "
@@ -52,14 +61,19 @@ def test_each_email_once_on_the_night_the_oracle_says_on_both_databases(database
                          rules=scenario.rules())
         emitted, skipped = [], []
         for night in map(day, scenario.nights):
-            replace_rows(url, scenario.invoices(night), scenario.clients(night))
+            replace_rows(url, scenario.invoices(night), scenario.clients(night), scenario.paid(night))
+            if night == day(scenario.nights[0]):  # the payments relation is there now: read it
+                database = db.Database(url).with_sources(timezone="UTC")
             decision = job.decide(job.extract(sql_store(database), night), night)
             assert decision.quarantined.empty, dialect
             skipped += [(night, s) for s in decision.skipped["source_id"]]
             won = db.reserve(database, "dunning", decision.to_reserve, night, None, status="adopted")
             for row in decision.to_reserve.itertuples(index=False):
+                assert Decimal(row.amount) == scenario.open_amount(night, int(row.subject_id[4:])), dialect
                 if row.key in won:
                     emitted.append((night, row.subject_id, int(row.step_rank)))
+        with db.writing(db.engine_for(url)) as conn:  # the other tests' databases have none
+            conn.execute(text("DROP TABLE payments"))
         assert emitted == expected, dialect
         assert skipped == expected_skipped, dialect
 

@@ -107,3 +107,24 @@ def test_init_db_exits_0_and_says_apart_what_the_sources_lack_and_what_to_run(en
                                " does not have") and lines[2].endswith("— fix: correct the mapping file")
     assert lines[3] == f"Next: correct DUEFLOW_SOURCES_FILE {broken} as said, then `dueflow check --sources`."
     assert "sample" not in "\n".join(lines)  # no sample tables for a user whose mapping is set
+
+
+def test_invoices_says_a_client_paused_with_no_end_and_each_steps_outcome(env, company_url, capsys,
+                                                                          monkeypatch):
+    assert main(["init-db"]) == 0
+    monkeypatch.setenv("DUEFLOW_GUARD", "off")
+    assert main(["run"]) == 0  # reminders to the file outbox: steps in the ledger
+    capsys.readouterr()
+    assert main(["invoices", "--json"]) == 0
+    import json
+
+    states = {str(r["invoice_id"]): r for r in map(json.loads, capsys.readouterr().out.splitlines())}
+    held = states["9000000005"]  # Held GmbH: on_hold true, no end
+    assert (held["state"], held["held"]) == ("SENT", "client paused, no end")
+    assert states["9000000001"]["held"] is None and states["9000000004"]["state"] == "PAID"
+    reminded = states["9000000002"]  # its first reminder went tonight
+    assert (reminded["state"], reminded["step_status"], reminded["what_to_do"]) == ("REMINDED_1", "sent", "")
+    assert list(states["9000000001"])[5:9] == ["held", "state_as_of", "step_status", "what_to_do"]
+    assert main(["invoices"]) == 0
+    [line] = [x for x in capsys.readouterr().out.splitlines() if "9000000005" in x]
+    assert "client paused, no end" in line

@@ -50,8 +50,10 @@ def test_filters_and_formats_agree_on_both_backends(db_url, dueflow_cli, tmp_pat
     table = dueflow_cli("ledger", env=env)
     assert table.returncode == 0, table.stderr
     lines = table.stdout.splitlines()
-    assert lines[0].split() == ["as_of", "status", "attempts", "key", "recipient", "detail"]
-    assert [line.split()[3] for line in lines[1:]] == [row[0] for row in ROWS]  # oldest first
+    assert lines[0].split() == ["as_of", "status", "what", "to", "do", "attempts", "key", "recipient",
+                                "message_id", "permanent", "retry_after", "detail"]
+    at = lines[0].index("key")
+    assert [line[at:].split()[0] for line in lines[1:]] == [row[0] for row in ROWS]  # oldest first
     assert "550 5.1.1 No such user" in table.stdout
 
     as_json = dueflow_cli("ledger", "--format", "json", env=env)

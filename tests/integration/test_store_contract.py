@@ -208,7 +208,8 @@ def test_a_delivery_claims_stored_messages_and_records_only_its_own(kind):
         deferred = outcome_row(key, SendResult(SendStatus.FAILED, error="451"), retry)
         ledger.settle("t1", AS_OF, outcomes=[deferred])
         assert ledger.statuses([key]) == {key: "failed"}
-        assert ledger.unsettled_counts() == {"pending": 0, "failed": 1, "unsent": 0, "bounced": 0}
+        assert ledger.unsettled_counts() == {"pending": 0, "failed": 1, "permanent": 0, "unsent": 0,
+                                             "bounced": 0}
         assert ledger.retry_candidates(AS_OF, 3, retry - timedelta(minutes=1)).empty  # backing off
         due = ledger.retry_candidates(AS_OF, 3, retry)
         assert list(due["key"]) == [key] and due["permanent"].tolist() == [False]
@@ -217,6 +218,52 @@ def test_a_delivery_claims_stored_messages_and_records_only_its_own(kind):
         assert again.body_text == "again"
         history = ledger.dunning_history(["i1"])
         assert list(zip(history["step"], history["status"], strict=True)) == [("REMINDED_1", "pending")]
+
+
+def resolved(store: Store, key: str) -> tuple[str | None, bool]:
+    """Who settled `key` by hand, and whether a time was recorded."""
+    rows = getattr(store.ledger, "rows", None)
+    if rows is not None:
+        return rows[key]["resolved_by"], rows[key]["resolved_at"] is not None
+    from sqlalchemy import text
+
+    with store.ledger.engine.connect() as conn:  # type: ignore[attr-defined]
+        by, at = conn.execute(text("SELECT resolved_by, resolved_at FROM dueflow_ledger WHERE key = :k"),
+                              {"k": key}).one()
+    return by, at is not None
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_an_operator_sends_a_refused_email_once_more_and_one_requeue_wins_it(kind):
+    """`dueflow resolve KEY --as retry` (sql/resolve_retry): a permanent refusal becomes a
+    failed row due for its first attempt, to the same address; the next night's requeue
+    takes it once (a second requeue finds it pending and does nothing), who and when stay."""
+    with store_of(kind, ROWS) as store:
+        ledger = store.ledger
+        ledger.reserve("dunning", candidates(dunning("i1")), AS_OF, "r1")
+        key = "dunning/i1/REMINDED_1"
+        ledger.store_messages([message(key, "first")])
+        ledger.settle("t1", AS_OF, claim=[key])
+        refused = outcome_row(key, SendResult(SendStatus.FAILED, error="550 no such user", permanent=True),
+                              datetime(2027, 3, 10, 12, tzinfo=UTC))
+        ledger.settle("t1", AS_OF, outcomes=[refused])
+        assert ledger.unsettled_counts()["permanent"] == 1
+        [row] = ledger.failed_rows().to_dict("records")
+        assert (row["key"], row["permanent"], row["attempts"], row["retry_after"]) == (key, True, 1, None)
+        assert not ledger.resolve_retry("dunning/i9/REMINDED_1", "no such key", "alice")  # type: ignore[attr-defined]
+        assert ledger.resolve_retry(key, "resolved by alice as retry: mailbox fixed", "alice")  # type: ignore[attr-defined]
+        assert resolved(store, key) == ("alice", True)
+        [row] = ledger.failed_rows().to_dict("records")
+        assert (row["permanent"], row["attempts"], row["retry_after"]) == (False, 0, None)
+        due = ledger.retry_candidates(AS_OF, 3, datetime(2027, 3, 11, tzinfo=UTC))
+        assert list(due["key"]) == [key] and due["permanent"].tolist() == [False]
+        ledger.requeue_failed("r2", [message(key, "again")])
+        ledger.requeue_failed("r3", [message(key, "third")])  # another run: nothing left to requeue
+        [again] = ledger.settle("t3", AS_OF, claim=[key])
+        assert again.body_text == "again" and again.recipient == "ap@client.example"
+        assert ledger.settle("t4", AS_OF, claim=[key]) == []  # claimed once
+        assert not ledger.resolve_retry(key, "again?", "bob")  # type: ignore[attr-defined]  # pending now
+        assert resolved(store, key) == ("alice", True)  # kept after the requeue cleared the error
 
 
 STATEMENT_ROWS = {"clients": [client("cl1")],
@@ -231,7 +278,8 @@ def test_a_statement_is_claimed_recorded_withdrawn_and_settled_as_one(kind):
         ledger.reserve("dunning", candidates(dunning("i1"), dunning("i2"), dunning("i3")), AS_OF, "r1")
         ledger.store_messages([message(k, "statement") | {"statement_key": k1, "message_id": "<s@x>"}
                                for k in (k1, k2, k3)])
-        assert list(ledger.unsent_rows()["key"]) == [k1]  # the others go with their carrier, never alone
+        unsent = ledger.unsent_rows()  # the others go with their carrier, never alone
+        assert list(unsent["key"]) == [k1, k2, k3] and set(unsent["statement_key"]) == {k1}
         assert ledger.settle("t0", AS_OF, claim=[k2, k3]) == []  # asked for alone: never claimed
         assert ledger.claims([k1, k2, k3]) == dict.fromkeys([k1, k2, k3], "unclaimed")
         [carrier] = ledger.settle("t0", AS_OF, claim=[k3, k1, k2])  # with its carrier: one email
@@ -285,6 +333,23 @@ def test_a_bounce_of_a_statement_marks_each_of_its_rows(kind):
 
 
 @pytest.mark.parametrize("kind", KINDS)
+def test_a_refused_statement_sent_once_more_goes_again_with_every_row(kind):
+    k1, k2 = "dunning/i1/REMINDED_1", "dunning/i2/REMINDED_1"
+    with store_of(kind, STATEMENT_ROWS) as store:
+        ledger = store.ledger
+        ledger.reserve("dunning", candidates(dunning("i1"), dunning("i2")), AS_OF, "r1")
+        ledger.store_messages([message(k, "statement") | {"statement_key": k1, "message_id": "<s@x>"}
+                               for k in (k1, k2)])
+        ledger.settle("t1", AS_OF, claim=[k1])
+        refused = SendResult(SendStatus.FAILED, error="550 no such user", permanent=True)
+        ledger.settle("t1", AS_OF, outcomes=[outcome_row(k1, refused)])
+        assert ledger.resolve_retry(k2, "mailbox fixed", "alice")  # type: ignore[attr-defined]
+        due = ledger.retry_candidates(AS_OF, 3, datetime(2027, 3, 11, tzinfo=UTC))
+        assert list(due["key"]) == [k1, k2] and due["permanent"].tolist() == [False, False]
+        assert resolved(store, k1) == ("alice", True)
+
+
+@pytest.mark.parametrize("kind", KINDS)
 def test_a_retried_statement_is_stored_only_when_the_run_requeued_every_row_of_it(kind):
     k1, k2 = "dunning/i1/REMINDED_1", "dunning/i2/REMINDED_1"
     with store_of(kind, STATEMENT_ROWS) as store:
@@ -314,7 +379,7 @@ def test_a_statement_whose_carrier_is_rekeyed_still_goes_as_one(kind):
         pairs = pd.DataFrame({"job": ["dunning"], "old_id": ["i1"], "new_id": ["I-1"]})
         assert db.record_id_changes(engine, pairs, "same", "tester") == {("dunning", "i1"): 1}
         moved = "dunning/I-1/REMINDED_1"
-        assert list(ledger.unsent_rows()["key"]) == [moved]  # the statement is named by its new key
+        assert set(ledger.unsent_rows()["statement_key"]) == {moved}  # named by its carrier's new key
         [carrier] = ledger.settle("t1", AS_OF, claim=[moved])
         assert carrier.statement_key == moved and [r.key for r in carrier.riders] == [k2]
 

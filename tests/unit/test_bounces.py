@@ -182,10 +182,10 @@ def test_every_run_lists_bounced_rows_under_needs_attention_and_the_event_counts
     summary = summarize(date(2027, 1, 13), False, None, bounced_rows(ledger_rows), {"bounced": 1})
     assert (summary.bounced, summary.ledger_bounced) == (1, 1) and needs_person(summary)
     assert attention_payload(summary)["bounced"] == 1
-    text = markdown(summary)
+    text = markdown(summary).replace("<br>", " ")  # a cell's lines
     needs = text.split("## Needs attention")[1]
     assert "| bounced |" in needs and "bounced: 5.1.1 550 5.1.1 User unknown" in needs
-    assert f"fix the address, then `dueflow resolve {KEY} --as failed`" in needs
+    assert f"fix the address, then dueflow resolve {KEY} --as retry" in needs
     quiet = summarize(date(2027, 1, 13), False, None, bounced_rows(ledger_rows.iloc[0:0]), {})
     assert quiet.bounced == 0 and not needs_person(quiet) and attention_payload(quiet)["bounced"] == 0
 

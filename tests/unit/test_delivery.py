@@ -70,12 +70,14 @@ def test_each_outcome_lands_on_its_own_row():
                KEYS[3]: SendResult(SendStatus.FAILED, error="550 no such user", permanent=True)}
     ledger = InMemoryLedger.holding(map(email, KEYS[:5]))
     deliveries = run(ledger, FakeTransport(answers), keys=KEYS[:5])
-    assert statuses(deliveries) == ["sent", "failed", "pending", "failed", "sent"]
+    assert statuses(deliveries) == ["sent", "failed", "pending", "failed permanently", "sent"]
+    assert deliveries[1].retry_after is not None and deliveries[3].retry_after is None  # said to people
     assert [d.detail for d in deliveries[1:4]] == ["451 try later", "connection lost after DATA",
                                                    "550 no such user"]
     assert [ledger.rows[k].status for k in KEYS[:5]] == ["sent", "failed", "pending", "failed", "sent"]
     assert ledger.rows[KEYS[3]].outcome["retry_after"] is None  # permanent: not retried by time
     assert ledger.rows[KEYS[1]].outcome["retry_after"] is not None
+    assert ledger.rows[KEYS[0]].outcome["retry_after"] is None  # sent: nothing to retry, no time shown
 
 
 def test_a_stop_hands_over_nothing_more_and_releases_what_was_claimed():

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from datetime import UTC, date, datetime, timedelta
+from decimal import Decimal
 
 import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from dueflow.tasks.adapters.memory import paid_columns
 from dueflow.tasks.core.dunning_rule import due_dunning_steps
 from tests import examples
 from tests.helpers.calendar_scenarios import ESCALATION
@@ -156,20 +158,25 @@ def test_overdue_without_an_escalation_address_is_quarantined_not_dropped(escala
 @given(calendar_scenarios(max_nights=24))
 def test_holds_calendar_minimums_and_profiles_night_by_night_are_the_oracle(scenario):
     """Holds that start, end and are deleted mid-cycle, pauses with an end, business days,
-    holidays, closures, business-day delays, minimums on the boundary and profiles switched
-    between nights: each email once, on the night the oracle says, to the right address."""
+    holidays, closures, business-day delays, minimums on the boundary, profiles switched
+    between nights, and instalments and credit notes arriving between them: each email once,
+    on the night the oracle says, to the right address, stating what is still owed."""
     history: list[tuple] = []
     emitted, skipped = [], []
     rules = scenario.rules()
     for night in map(calendar_day, scenario.nights):
+        # What the client owes, as sql/dunning_candidates reads it (payments_of, in the twin).
+        invoices = paid_columns(scenario.invoices(night), scenario.paid(night), night.isoformat())
         decision = due_dunning_steps(
-            pd.DataFrame(scenario.invoices(night)), pd.DataFrame(scenario.clients(night)),
+            pd.DataFrame(invoices), pd.DataFrame(scenario.clients(night)),
             pd.DataFrame(history, columns=HISTORY_COLUMNS), night, (3, 2, 3), escalation_to=ESCALATION,
             rules=rules)
         assert decision.quarantined.empty
         assert decision.due["subject_id"].is_unique
         skipped += [(night, s) for s in decision.skipped["source_id"]]
         for row in decision.to_reserve.itertuples(index=False):
+            owed = scenario.open_amount(night, int(row.subject_id.removeprefix("inv-")))
+            assert Decimal(row.amount) == owed
             history.append((row.subject_id, row.step, row.step_rank, night.isoformat(), "sent"))
             emitted.append((night, row.subject_id, int(row.step_rank)))
             if row.step == "OVERDUE":

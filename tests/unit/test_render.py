@@ -92,3 +92,14 @@ def test_a_keyed_message_id_cannot_be_made_from_the_key_alone():
     assert keyed == message_id_for(key, sender, "s3cret") and keyed.endswith("@corp.example>")
     assert keyed not in (message_id_for(key, sender), message_id_for(key, sender, "other"))
     assert "s3cret" not in keyed
+
+
+def test_payment_instructions_are_said_in_the_reminders_language():
+    from dueflow.tasks.core.render import payment_text
+
+    text = "Bank transfer, IBAN X\nQuote the invoice number.\n[es]\nTransferencia, IBAN X\n[de]\nÜberweisung"
+    assert payment_text(text, "en") == "Bank transfer, IBAN X\nQuote the invoice number."
+    assert payment_text(text, "es") == "Transferencia, IBAN X"
+    assert payment_text(text, "de") == "Überweisung"
+    assert payment_text("Bank transfer, IBAN X", "es") == "Bank transfer, IBAN X"  # one text for all
+    assert payment_text("[es]\nTransferencia", "en") == "Transferencia"  # only one section: it is the text

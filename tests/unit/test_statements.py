@@ -26,7 +26,7 @@ from tests.helpers.factories import client, invoice
 from tests.helpers.fakes import FakeTransport
 from tests.helpers.nights import night_of, run
 from tests.helpers.oracles import expected_statements
-from tests.unit.test_nights import Died, statuses
+from tests.unit.test_nights import Died, Hooked, statuses
 
 AS_OF = date(2027, 3, 10)
 SENT = (AS_OF - timedelta(days=8)).isoformat()
@@ -290,3 +290,38 @@ def test_a_statement_rendered_again_goes_once_whatever_group_its_rows_are_claime
     assert statuses(store) == {r1("a0"): "sent", r1("i01"): "failed"} | rest
     sent_rows = later.rows[later.rows["status"].astype(str) == "sent"]
     assert sorted(sent_rows["key"]) == [r1("a0"), *map(r1, ids[1:])]  # each row said once
+
+
+def test_a_payment_on_one_invoice_before_the_statement_went_renders_the_whole_statement_again():
+    """What the client still owes (issue 43) in a statement: a payment recorded after the
+    statement was stored, before it was claimed, renders it again whole — the same rows, the
+    same carrier and Message-ID, the new open amount — and it goes once."""
+    store, transport = company({"cl1": ["i1", "i2"]}), Keeping()
+    seen: dict[str, Any] = {}
+
+    def payment() -> None:  # once the night's statement is stored (restate runs before reserving too)
+        if r1("i2") in rows(store) and not seen:
+            seen.update(rows(store)[r1("i2")])
+            store.sources.pay("i2", "400.40", "EUR", AS_OF.isoformat())  # type: ignore[attr-defined]
+
+    run_night(night_of(store, AS_OF, transport, env=REMINDERS), Hooked(steps.restate_owed, payment))
+    [statement] = transport.emails
+    assert statement.key == r1("i1") and [r.key for r in statement.riders] == [r1("i2")]
+    assert statement.message_id == seen["message_id"] and "€580.00 (of €980.40" in statement.body_text
+    assert "€580.00" not in seen["body_text"]  # stored before the payment, rendered again after it
+    assert statuses(store) == dict.fromkeys([r1("i1"), r1("i2")], "sent")
+
+
+def test_the_carriers_invoice_paid_in_full_before_the_statement_went_leaves_it():
+    store, transport = company({"cl1": ["i1", "i2", "i3"]}), Keeping()
+    pay = store.sources.pay  # type: ignore[attr-defined]
+
+    def paid_in_full() -> None:  # once the night's statement is stored
+        if r1("i1") in rows(store) and rows(store)[r1("i1")]["status"] == "pending":
+            pay("i1", "980.40", "EUR", AS_OF.isoformat())
+
+    run_night(night_of(store, AS_OF, transport, env=REMINDERS), Hooked(steps.restate_owed, paid_in_full))
+    [statement] = transport.emails  # grouped anew under the next key, without the paid invoice
+    assert statement.key == r1("i2") and [r.key for r in statement.riders] == [r1("i3")]
+    assert "F-i1" not in statement.body_text
+    assert statuses(store) == {r1("i1"): "failed", r1("i2"): "sent", r1("i3"): "sent"}

@@ -85,7 +85,7 @@ def test_the_table_artifact_reads_status_who_what_amount_date():
     from dueflow.tasks.core.report import RunSummary
 
     table = table_rows(RunSummary(as_of=AS_OF, dry_run=False, flow_run_id=None, rows=night()), 100)
-    assert list(table.columns[:5]) == ["status", "who", "what", "amount", "date"]
+    assert list(table.columns[:6]) == ["status", "what to do", "who", "what", "amount", "date"]
     by_key = table.set_index("key")
     assert by_key.loc["contracts/c-11", "what"] == "contract c-11: Lab equipment"  # not a bare key
     umbrella = table[table["who"] == "Umbrella"].iloc[0]
