@@ -36,6 +36,7 @@ from dueflow.tasks.core.frames import pd
 from dueflow.tasks.core.parameters import (
     MAX_FORECAST_DAYS,
     ParameterError,
+    Statements,
     delay_unit_of,
     delays_of,
     dunning_start_of,
@@ -93,7 +94,8 @@ def forecast(
                          settings.timezone)
     dunning = DunningJob(dunning_delays, counted_from, settings.timezone, settings.escalation_address(),
                          sender, look, llm=None,  # the LLM is never asked for a forecast
-                         rules=dunning_rules(settings, dunning_delays, counted_from, unit, calendar))
+                         rules=dunning_rules(settings, dunning_delays, counted_from, unit, calendar),
+                         statements=Statements(settings.statements))  # as the nights will send them
 
     # The dunning extraction of every open invoice: one read serves every night.
     invoices = dunning.extract_all(store)

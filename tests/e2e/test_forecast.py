@@ -252,6 +252,21 @@ def test_forecast_matches_the_decision_frame_types(db_url):
     assert pd.api.types.is_object_dtype(empty["night"])
 
 
+def test_the_forecast_shows_a_clients_statement_as_the_night_sends_it(db_url):
+    """DUEFLOW_STATEMENTS in the forecast: each invoice's row carries the statement's subject
+    (found by the property above when the forecast built its job without the setting)."""
+    sent = (START - timedelta(days=8)).isoformat()
+    insert(db_url, "clients", [client("cl-1")])
+    insert(db_url, "invoices", [invoice("inv-1", "cl-1", sent), invoice("inv-2", "cl-1", sent)])
+    env = {"DUEFLOW_DATABASE_URL": db_url, "DUEFLOW_STATEMENTS": "reminders"}
+    rows = forecast(START, 1, settings=Settings.from_env(env))
+    dunning = rows[rows["job"] == "dunning"]
+    assert sorted(dunning["key"]) == ["dunning/inv-1/REMINDED_1", "dunning/inv-2/REMINDED_1"]
+    assert set(dunning["subject"]) == {"Payment reminder: 2 invoices (€1,960.80), overdue"}
+    alone = forecast(START, 1, settings=Settings.from_env({"DUEFLOW_DATABASE_URL": db_url}))
+    assert not alone["subject"].str.contains("2 invoices").any()
+
+
 def test_a_renewal_alerted_before_the_closed_days_it_fell_on_is_not_alerted_again(run_env, tmp_path,
                                                                                   monkeypatch):
     """Found by the property above: a renewal on a closed day counts as renewing the next
