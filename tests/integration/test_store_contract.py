@@ -270,14 +270,23 @@ STATEMENT_ROWS = {"clients": [client("cl1")],
                   "invoices": [invoice(i, "cl1", SENT_AT) for i in ("i1", "i2", "i3")]}
 
 
+def stored_statement(ledger, invoices: tuple[str, ...], members: tuple[str, ...],
+                     message_id: str = "<s@x>") -> None:
+    """Reserve the first reminders of `invoices` and store one statement on the keys of
+    `members` (carried by the first), an email of its own on the others."""
+    keys = [f"dunning/{i}/REMINDED_1" for i in invoices]
+    ledger.reserve("dunning", candidates(*(dunning(i) for i in invoices)), AS_OF, "r1")
+    carrier = f"dunning/{members[0]}/REMINDED_1"
+    ledger.store_messages([message(k, "statement") | {"statement_key": carrier, "message_id": message_id}
+                           if k.split("/")[1] in members else message(k) for k in keys])
+
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_statement_is_claimed_recorded_withdrawn_and_settled_as_one(kind):
     k1, k2, k3 = (f"dunning/{i}/REMINDED_1" for i in ("i1", "i2", "i3"))
     with store_of(kind, STATEMENT_ROWS) as store:
         ledger = store.ledger
-        ledger.reserve("dunning", candidates(dunning("i1"), dunning("i2"), dunning("i3")), AS_OF, "r1")
-        ledger.store_messages([message(k, "statement") | {"statement_key": k1, "message_id": "<s@x>"}
-                               for k in (k1, k2, k3)])
+        stored_statement(ledger, ("i1", "i2", "i3"), ("i1", "i2", "i3"))
         unsent = ledger.unsent_rows()  # the others go with their carrier, never alone
         assert list(unsent["key"]) == [k1, k2, k3] and set(unsent["statement_key"]) == {k1}
         assert ledger.settle("t0", AS_OF, claim=[k2, k3]) == []  # asked for alone: never claimed
@@ -313,9 +322,7 @@ def test_a_bounce_of_a_statement_marks_each_of_its_rows(kind):
     k1, k2, k3 = (f"dunning/{i}/REMINDED_1" for i in ("i1", "i2", "i3"))
     with store_of(kind, STATEMENT_ROWS) as store:
         ledger = store.ledger
-        ledger.reserve("dunning", candidates(dunning("i1"), dunning("i2"), dunning("i3")), AS_OF, "r1")
-        ledger.store_messages([message(k, "statement") | {"statement_key": k1, "message_id": "<s@x>"}
-                               for k in (k1, k2)] + [message(k3)])
+        stored_statement(ledger, ("i1", "i2", "i3"), ("i1", "i2"))
         ledger.settle("t1", AS_OF, claim=[k1, k3])
         sent = SendResult(SendStatus.SENT, "250")
         ledger.settle("t1", AS_OF, outcomes=[outcome_row(k1, sent), outcome_row(k3, sent)])
@@ -337,9 +344,7 @@ def test_a_refused_statement_sent_once_more_goes_again_with_every_row(kind):
     k1, k2 = "dunning/i1/REMINDED_1", "dunning/i2/REMINDED_1"
     with store_of(kind, STATEMENT_ROWS) as store:
         ledger = store.ledger
-        ledger.reserve("dunning", candidates(dunning("i1"), dunning("i2")), AS_OF, "r1")
-        ledger.store_messages([message(k, "statement") | {"statement_key": k1, "message_id": "<s@x>"}
-                               for k in (k1, k2)])
+        stored_statement(ledger, ("i1", "i2"), ("i1", "i2"))
         ledger.settle("t1", AS_OF, claim=[k1])
         refused = SendResult(SendStatus.FAILED, error="550 no such user", permanent=True)
         ledger.settle("t1", AS_OF, outcomes=[outcome_row(k1, refused)])
@@ -354,9 +359,7 @@ def test_a_retried_statement_is_stored_only_when_the_run_requeued_every_row_of_i
     k1, k2 = "dunning/i1/REMINDED_1", "dunning/i2/REMINDED_1"
     with store_of(kind, STATEMENT_ROWS) as store:
         ledger = store.ledger
-        ledger.reserve("dunning", candidates(dunning("i1"), dunning("i2")), AS_OF, "r1")
-        ledger.store_messages([message(k, "statement") | {"statement_key": k1, "message_id": "<s@x>"}
-                               for k in (k1, k2)])
+        stored_statement(ledger, ("i1", "i2"), ("i1", "i2"))
         ledger.settle("t1", AS_OF, claim=[k1])
         ledger.settle("t1", AS_OF, outcomes=[outcome_row(k1, SendResult(SendStatus.FAILED, error="451"))])
         assert ledger.statuses([k1, k2]) == dict.fromkeys([k1, k2], "failed")
@@ -369,12 +372,10 @@ def test_a_retried_statement_is_stored_only_when_the_run_requeued_every_row_of_i
 
 @pytest.mark.parametrize("kind", ["sqlite", pytest.param("postgresql", marks=pytest.mark.pg)])
 def test_a_statement_whose_carrier_is_rekeyed_still_goes_as_one(kind):
-    k1, k2 = "dunning/i1/REMINDED_1", "dunning/i2/REMINDED_1"
+    k2 = "dunning/i2/REMINDED_1"
     with store_of(kind, STATEMENT_ROWS) as store:
         ledger = store.ledger
-        ledger.reserve("dunning", candidates(dunning("i1"), dunning("i2")), AS_OF, "r1")
-        ledger.store_messages([message(k, "statement") | {"statement_key": k1, "message_id": "<s@x>"}
-                               for k in (k1, k2)])
+        stored_statement(ledger, ("i1", "i2"), ("i1", "i2"))
         engine = ledger.engine  # type: ignore[attr-defined]
         pairs = pd.DataFrame({"job": ["dunning"], "old_id": ["i1"], "new_id": ["I-1"]})
         assert db.record_id_changes(engine, pairs, "same", "tester") == {("dunning", "i1"): 1}
