@@ -10,6 +10,7 @@ import contextlib
 import io
 import json
 import re
+import secrets
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -239,6 +240,8 @@ def init_db(engine: Engine, *, sample_tables: bool = False,
                 raise ConfigError("no schema of the search path exists to hold dueflow's tables: set"
                                   " DUEFLOW_LEDGER_SCHEMA to an existing schema, or create one")
         command.upgrade(_alembic_config(conn, ledger_schema), "head")
+        # Made by migration 0007; made again if someone emptied the table (`run` says to init-db).
+        conn.execute(text(statement("message_id_key_make")), {"value": secrets.token_hex(32)})
         if sample_tables:
             create_sample_tables(conn, source_schema)
     return ledger_version(engine)

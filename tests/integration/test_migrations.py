@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import inspect, text
 
+from dueflow.blocks.errors import ConfigError
 from dueflow.sql.migrations import HEAD
 from dueflow.tasks.adapters import db
 from dueflow.tasks.adapters.sql_store import sql_store
@@ -307,6 +308,13 @@ def test_init_db_makes_the_message_id_secret_once_and_nothing_prints_it(backend,
         assert len(secret) == 64 and int(secret, 16) >= 0
         db.init_db(engine)
         assert db.message_id_key(engine) == secret
+        with engine.begin() as conn:  # emptied by hand: the night says to run init-db, which makes one
+            conn.exec_driver_sql("DELETE FROM dueflow_secrets")
+        with pytest.raises(ConfigError, match="init-db"):
+            db.message_id_key(engine)
+        db.init_db(engine)
+        secret = db.message_id_key(engine)
+        assert len(secret) == 64
         db.init_db(db.engine_for(other))
         assert db.message_id_key(db.engine_for(other)) != secret  # each database its own
         env = {"DUEFLOW_DATABASE_URL": url, "DUEFLOW_MAIL_URL": f"file://{tmp_path / 'outbox'}"}
