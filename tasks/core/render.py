@@ -26,7 +26,7 @@ from urllib.parse import quote, urlsplit
 # Jinja is imported where a template is loaded: a night with nothing to render (the
 # most common night) loads no template engine (docs/performance.md).
 if TYPE_CHECKING:
-    from jinja2 import Environment, Template
+    from jinja2 import BytecodeCache, Environment, Template
 
 from dueflow.tasks.core.addresses import Mailbox
 from dueflow.tasks.core.frames import pd
@@ -130,6 +130,7 @@ def _environment(templates_dir: str | None) -> Environment:
     loader = ChoiceLoader([FileSystemLoader(templates_dir), package]) if templates_dir else package
     return Environment(
         loader=loader,
+        bytecode_cache=_bytecode_cache(),
         autoescape=select_autoescape(enabled_extensions=("html",), default=False),
         undefined=StrictUndefined,
         keep_trailing_newline=True,
@@ -137,6 +138,19 @@ def _environment(templates_dir: str | None) -> Environment:
         lstrip_blocks=True,
         auto_reload=False,  # templates do not change while a run renders thousands of emails
     )
+
+
+def _bytecode_cache() -> BytecodeCache | None:
+    """Jinja's own cache of compiled templates, in the directory it makes private to this
+    user (mode 0700, its owner checked), keyed by each template's name and checked against
+    its source's checksum: compiling every template took most of the start-up check, every
+    night (docs/performance.md). None where no such directory can be made: compiled again."""
+    from jinja2 import FileSystemBytecodeCache
+
+    try:
+        return FileSystemBytecodeCache()
+    except (OSError, RuntimeError):
+        return None
 
 
 def template_names(kind: str, step: str | None, locale: str, part: str) -> list[str]:
