@@ -23,6 +23,7 @@ from typing import Any
 
 from prefect import task, unmapped
 from prefect.cache_policies import NO_CACHE
+from prefect.utilities.annotations import quote
 
 from dueflow.tasks.adapters.db_errors import transient
 from dueflow.tasks.core.decide import Decision, retried_keys
@@ -231,10 +232,17 @@ def deliver_batch(items: Sequence[Recipient], settings: DeliverySettings) -> lis
 
 class Prefect:
     """The flow's way of calling a step: a task run each (tasks/night.py `Steps`); a map
-    runs on the flow's bounded task runner."""
+    runs on the flow's bounded task runner.
+
+    Every argument is passed `quote`d: Prefect otherwise walks each one, element by element,
+    looking for futures to wait on — twice per task run, a second of a first night's 3,000
+    emails and most of a surge's delivery overhead (docs/performance.md). The night passes
+    values, never futures, so there is nothing for it to find; the step receives the value
+    itself, and a task run's name still reads its fields."""
 
     def __call__(self, step: Any, *args: Any, **kwargs: Any) -> Any:
-        return step(*args, **kwargs)
+        return step(*map(quote, args), **{name: quote(value) for name, value in kwargs.items()})
 
     def map(self, step: Any, items: Sequence[Any], *shared: Any) -> list[Callable[[], Any]]:
-        return [future.result for future in step.map(items, *(unmapped(value) for value in shared))]
+        futures = step.map([quote(item) for item in items], *(unmapped(quote(value)) for value in shared))
+        return [future.result for future in futures]
