@@ -533,6 +533,15 @@ def _key_list(engine: Engine, keys: Sequence[str]) -> str:
     return pg_array(keys) if dialect(engine) == "postgresql" else json.dumps(list(keys))
 
 
+def _outcome_arrays(outcomes: Sequence[Mapping[str, Any]], token: str) -> dict[str, str]:
+    """The parameters of sql/record_outcomes: one array literal per field of the outcomes."""
+    column = {"keys": "key", "statuses": "status", "smtp_responses": "smtp_response", "errors": "error",
+              "retry_afters": "retry_after"}
+    arrays = {name: pg_array([o[field] for o in outcomes]) for name, field in column.items()}
+    return arrays | {"permanents": pg_array(["true" if o["permanent"] else "false" for o in outcomes]),
+                     "token": token}
+
+
 def settle(
     engine: Engine,
     token: str,
@@ -548,7 +557,9 @@ def settle(
     claim gives back the rows this delivery already claimed."""
     engine_dialect = dialect(engine)
     with writing(engine) as conn:
-        if outcomes:
+        if outcomes and engine_dialect == "postgresql":
+            conn.execute(text(statement("record_outcomes", engine_dialect)), _outcome_arrays(outcomes, token))
+        elif outcomes:
             conn.execute(text(statement("record_outcome")), [dict(o) | {"token": token} for o in outcomes])
         if release:
             conn.execute(text(statement("release_claims", engine_dialect)),

@@ -17,8 +17,14 @@ def utc_stamp(moment: datetime) -> str:
 def outcome_row(key: str, result: SendResult, retry_after: datetime | None = None) -> dict[str, Any]:
     """The outcome of one send: `sent`, `failed` (retryable after `retry_after` unless
     permanent), or still `pending` with the error."""
-    return {"key": key, "status": str(result.status), "smtp_response": result.smtp_response,
-            "error": result.error, "permanent": result.permanent,
+    return {"key": key, "status": str(result.status), "smtp_response": _storable(result.smtp_response),
+            "error": _storable(result.error), "permanent": result.permanent,
             # Only a failure that a later run retries has a time for it (a sent row showed one).
             "retry_after": utc_stamp(retry_after) if retry_after and result.status is SendStatus.FAILED
             and not result.permanent else None}
+
+
+def _storable(said: str | None) -> str | None:
+    """What a server said, as a text column can hold it: a NUL (which no PostgreSQL text
+    holds) would leave the row's outcome unrecorded, in doubt; it is shown as U+FFFD."""
+    return None if said is None else said.replace("\x00", "\ufffd")
