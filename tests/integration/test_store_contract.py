@@ -186,6 +186,33 @@ def test_a_reservation_wins_once_and_rechecks_the_invoice_and_the_step(kind):
 
 
 @pytest.mark.parametrize("kind", KINDS)
+def test_a_groups_outcomes_are_recorded_together_whatever_the_server_said(kind):
+    """One settle records a whole group (PostgreSQL: one statement of arrays): each key its
+    own outcome, a server's text kept as said — quotes, braces, commas, backslashes, a line
+    break — and a NUL, which no text column holds, as U+FFFD rather than no outcome."""
+    more = [invoice("i4", "cl1", SENT_AT), invoice("i5", "cl1", SENT_AT)]
+    rows = ROWS | {"invoices": [*ROWS["invoices"], *more]}
+    with store_of(kind, rows) as store:
+        ledger = store.ledger
+        keys = ["dunning/i1/REMINDED_1", "dunning/i4/REMINDED_1", "dunning/i5/REMINDED_1"]
+        won = ledger.reserve("dunning", candidates(dunning("i1"), dunning("i4"), dunning("i5")), AS_OF, "r1")
+        assert won == set(keys)
+        ledger.store_messages([message(k) for k in keys])
+        assert len(ledger.settle("t1", AS_OF, claim=keys)) == 3
+        odd = '451 4.3.0 "try" {later, 1} C:\\spool\x00\nnext'
+        retry = datetime(2027, 3, 10, 12, tzinfo=UTC)
+        ledger.settle("t1", AS_OF, outcomes=[
+            outcome_row(keys[0], SendResult(SendStatus.SENT, "250 ok")),
+            outcome_row(keys[1], SendResult(SendStatus.FAILED, "451", odd), retry),
+            outcome_row(keys[2], SendResult(SendStatus.PENDING, error="connection lost after DATA"))])
+        assert ledger.statuses(keys) == {keys[0]: "sent", keys[1]: "failed", keys[2]: "pending"}
+        [failed] = ledger.failed_rows().to_dict("records")
+        assert failed["key"] == keys[1] and failed["error"] == odd.replace("\x00", "\ufffd")
+        assert str(failed["retry_after"]).startswith("2027-03-10 12:00")
+        assert ledger.claims([keys[2]]) == {keys[2]: "claimed"}  # in doubt: never sent again by itself
+
+
+@pytest.mark.parametrize("kind", KINDS)
 def test_a_delivery_claims_stored_messages_and_records_only_its_own(kind):
     with store_of(kind, ROWS) as store:
         ledger = store.ledger
