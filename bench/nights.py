@@ -171,10 +171,12 @@ def ensure_data(shape: Shape, label: str, as_of: date, reuse: bool) -> tuple[str
 
 
 def reset_ledgers(url: str) -> None:
-    """Empty ledgers for a first night: the seeds' table and every dueflow table with rows."""
+    """Empty ledgers for a first night: the seeds' table and every dueflow table with rows, but
+    the schema's version and the Message-ID secret init-db made (without it no night runs)."""
     name = url.rsplit("/", 1)[1]
     tables = psql(name, "SELECT tablename FROM pg_tables WHERE schemaname = current_schema()"
-                        " AND tablename LIKE 'dueflow%' AND tablename <> 'dueflow_schema_version'")[0]
+                        " AND tablename LIKE 'dueflow%'"
+                        " AND tablename NOT IN ('dueflow_schema_version', 'dueflow_secrets')")[0]
     psql(name, "DROP TABLE IF EXISTS seeds_sent",
          *([f"TRUNCATE {', '.join(t for (t,) in tables)}"] if tables else []),
          *[f"VACUUM ANALYZE {t}" for (t,) in tables])
