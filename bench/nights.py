@@ -1,21 +1,38 @@
-"""Nights as processes, dueflow against the seeds' own script (bench/seeds.py), pair by pair.
+"""Nights as processes: dueflow between its two limits, beside the seeds' own script (bench/seeds.py).
 
-    .venv/bin/python -m bench.nights --small                 # quick check
-    .venv/bin/python -m bench.nights --scales 1,5 --reuse-data --runs 2 \\
+    .venv/bin/python -m bench.nights --small --surge 5000          # quick check
+    .venv/bin/python -m bench.nights --scales 1,5 --surge 30000,100000 --reuse-data --runs 2 \\
         --profile-dir bench/out/prof --json bench/out/nights.json
 
 The data shape of issue 26, at scale k: k·1M contracts of which 2,000 renew inside the
 widest lead (60 days) tonight, whatever k; k·1M invoices with 1,000 due for their first
 reminder tonight, 1,000 more tomorrow and k·118,000 open ones not yet due (sent in the
-last five days); k·200,000 clients. Each shape is generated once in PostgreSQL
-(generate_series) into its own database and reused with --reuse-data.
+last five days); k·200,000 clients. A surge (--surge N) is the 1x shape (the small one with
+--small) with N emails due on the first night: its 2,000 renewals and N − 2,000 first
+reminders, fewer open invoices not yet due so the open total stays 120,000 while it can, a
+client per open invoice. Each shape is generated once in PostgreSQL (generate_series) into
+its own database (dueflow_nights_1x, dueflow_nights_surge30k, ...) and reused with --reuse-data.
 
-Three nights, each run by the seeds' script and then by `dueflow run` as processes
-against a real `prefect server start`, an SMTP sink and the database: the first night
-(empty ledgers), the same night again (nothing new) and the steady night (the next day).
-Each pair's ratio seeds/dueflow is printed (median over --runs), with the growth factors
-from the smallest to the largest scale and each process's peak RSS. `--naive` adds the
-heavier per-row script of bench/naive.py (ledger SELECT per row) as a second line.
+Three nights (--nights; a surge has its first night only), each run by the seeds' script and
+then by `dueflow run` as processes against a real `prefect server start`, an SMTP sink and the
+database: the first night (empty ledgers), the same night again (nothing new) and the steady
+night (the next day). On the first night the seeds' script also runs inside one `@flow`
+(bench/seeds.py --flow), from the same empty table. Measured in the same run, issue 44's limits:
+
+- the floor: --floor N (3) empty Prefect flow runs as processes on the same server, the median;
+- the mail path: the sink captures what dueflow sends on its first night, and
+  bench/mail_path.py, a process of its own, pushes those very messages with a bare smtplib
+  client over 1, 4 and 8 connections to the same sink (checked against the sink's count); the
+  fastest is the mail path. A night that sent nothing has a mail path of 0; the steady night's
+  is estimated from the first night's rate (marked ~).
+
+The report (text, and JSON with every run) gives per shape and night: floor, mail path, the
+seeds' script (process, flow), dueflow, dueflow's other work = (dueflow − floor) − mail path,
+the ratio seeds/dueflow (median over --runs) and each process's peak RSS; each mail path by
+connections; for a surge, the emails/s of dueflow and the script and the delivery rate against
+the mail path = mail path ÷ (dueflow − floor); the growth factors from the smallest to the
+largest scale, the other work of the nothing-new night among them. `--naive` adds the heavier
+per-row script of bench/naive.py (ledger SELECT per row) as a column.
 """
 
 from __future__ import annotations
@@ -31,7 +48,7 @@ import sys
 import tempfile
 import time
 import urllib.request
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
@@ -44,6 +61,7 @@ NIGHTS = ("first", "again", "steady")
 # recorded by the server (its states, the client's start and stop), nothing else.
 EMPTY_FLOW = "from prefect import flow\nflow(name='empty')(lambda: None)()"
 MAIL_FROM, ESCALATION_TO = "alerts@dueflow.bench", "escalations@dueflow.bench"
+MAIL_PATH_CONNECTIONS = (1, 4, 8)
 
 
 @dataclass(frozen=True)
@@ -63,6 +81,19 @@ class Shape:
     @classmethod
     def small(cls) -> Shape:
         return cls(20_000, 20_000, 4_000, renewals_due=200, reminders_due=100, open_not_due=2_400)
+
+    def surge(self, emails: int) -> Shape:
+        """This shape with `emails` due tonight: its renewals and the rest first reminders. The
+        open invoices not yet due shrink by as many as the reminders add (today's and tomorrow's),
+        so the open total stays the base's until they run out; clients, one per open invoice."""
+        reminders = emails - self.renewals_due
+        if reminders < 0:
+            raise SystemExit(f"a surge of {emails:,} is below the shape's {self.renewals_due:,} renewals")
+        open_not_due = max(0, self.open_not_due - 2 * (reminders - self.reminders_due))
+        if 2 * reminders + open_not_due > self.invoices:
+            raise SystemExit(f"a surge of {emails:,} needs more invoices than the shape's {self.invoices:,}")
+        return replace(self, reminders_due=reminders, open_not_due=open_not_due,
+                       clients=max(self.clients, 2 * reminders))
 
     def database(self, label: str) -> str:
         return f"dueflow_nights_{label}"
@@ -171,10 +202,12 @@ def ensure_data(shape: Shape, label: str, as_of: date, reuse: bool) -> tuple[str
 
 
 def reset_ledgers(url: str) -> None:
-    """Empty ledgers for a first night: the seeds' table and every dueflow table with rows."""
+    """Empty ledgers for a first night: the seeds' table and every dueflow table with rows, but
+    the schema's version and the Message-ID secret init-db made (without it no night runs)."""
     name = url.rsplit("/", 1)[1]
     tables = psql(name, "SELECT tablename FROM pg_tables WHERE schemaname = current_schema()"
-                        " AND tablename LIKE 'dueflow%' AND tablename <> 'dueflow_schema_version'")[0]
+                        " AND tablename LIKE 'dueflow%'"
+                        " AND tablename NOT IN ('dueflow_schema_version', 'dueflow_secrets')")[0]
     psql(name, "DROP TABLE IF EXISTS seeds_sent",
          *([f"TRUNCATE {', '.join(t for (t,) in tables)}"] if tables else []),
          *[f"VACUUM ANALYZE {t}" for (t,) in tables])
@@ -276,33 +309,78 @@ def night_dates(as_of: date) -> dict[str, date]:
     return {"first": as_of, "again": as_of, "steady": as_of + timedelta(days=1)}
 
 
+def mail_path(capture: Path, sink: Any, env: dict[str, str], label: str) -> dict[str, Any]:
+    """The captured messages replayed by bench/mail_path.py over 1, 4 and 8 connections to the
+    same sink, each a process of its own; the sink's count checked against every replay."""
+    with capture.open(encoding="ascii") as lines:
+        messages = sum(1 for _ in lines)
+    out: dict[str, Any] = {"messages": messages, "by_connections": {}}
+    for connections in MAIL_PATH_CONNECTIONS:
+        before = sink.received
+        run = timed([sys.executable, "-m", "bench.mail_path", str(capture), "127.0.0.1", str(sink.port),
+                     str(connections)], env)
+        received = sink.wait_for(before + messages) - before
+        figures = json.loads(run.out.strip().splitlines()[-1]) if run.returncode == 0 else {}
+        out["by_connections"][str(connections)] = figures | {"received": received,
+                                                             "returncode": run.returncode}
+        log(f"{label} mail path, {connections} connection(s): {figures.get('seconds', 0):7.2f} s"
+            f"  {figures.get('per_second', 0):8.1f} msg/s  sink counted {received:,} of {messages:,}"
+            f"  exit {run.returncode}")
+        if run.returncode or received != messages:
+            log(f"{label} mail path: NOT every message arrived ({run.out[-500:]})")
+    done = [f for f in out["by_connections"].values() if f.get("seconds") and f["received"] == messages]
+    fastest = min(done, key=lambda f: f["seconds"], default=None)
+    out["fastest"] = fastest and {"connections": fastest["connections"], "seconds": fastest["seconds"],
+                                  "per_second": fastest["per_second"]}
+    return out
+
+
 def measure_shape(label: str, url: str, as_of: date, runs: int, env: dict[str, str], sink: Any,
-                  profile_dir: Path | None, naive: bool, only: str) -> dict[str, Any]:
+                  profile_dir: Path | None, naive: bool, only: str, nights: tuple[str, ...],
+                  scratch: Path) -> dict[str, Any]:
     mail_host, mail_port = "127.0.0.1", str(sink.port)
     dueflow_env = env | {"DUEFLOW_DATABASE_URL": url}
-    out: dict[str, Any] = {n: {"seeds": [], "dueflow": [], "naive": []} for n in NIGHTS}
+    out: dict[str, Any] = {n: {"seeds": [], "seeds_flow": [], "dueflow": [], "naive": [], "mail_path": []}
+                           for n in nights}
+    capture = scratch / f"first_night_{label}.jsonl"
     for rep in range(runs):
         reset_ledgers(url)
         for night, day in night_dates(as_of).items():
-            commands = {
-                "seeds": [sys.executable, "-m", "bench.seeds", url, mail_host, mail_port, day.isoformat()],
-                "dueflow": [dueflow_bin(), "run", "--as-of", day.isoformat()],
-            }
-            for who in ("seeds", "dueflow"):
-                if only and who != only:
+            if night not in nights:
+                continue
+            seeds = [sys.executable, "-m", "bench.seeds", url, mail_host, mail_port, day.isoformat()]
+            commands = {"seeds": seeds, "seeds_flow": [*seeds[:3], "--flow", *seeds[3:]],
+                        "dueflow": [dueflow_bin(), "run", "--as-of", day.isoformat()]}
+            for who in ("seeds", "seeds_flow", "dueflow"):
+                if (only and who.split("_")[0] != only) or (who == "seeds_flow" and night != "first"):
                     continue
+                if who == "seeds_flow":  # the flow starts from the same empty table as the process did
+                    psql(url.rsplit("/", 1)[1], "DROP TABLE IF EXISTS seeds_sent")
+                captured = who == "dueflow" and night == "first"
+                if captured:  # what dueflow sends on its first night, for the mail path
+                    capture.unlink(missing_ok=True)
+                    sink.capture(str(capture))
                 before = sink.received
                 run = timed(commands[who], dueflow_env)
                 time.sleep(0.3)
                 received = sink.wait_for(before) - before
+                if captured:
+                    sink.end_capture()
                 out[night][who].append(run.__dict__ | {"received": received})
-                log(f"{label} run {rep + 1} {night:6} {who:7} {run.seconds:7.2f} s  RSS {run.rss_mb:6.0f} MB"
+                log(f"{label} run {rep + 1} {night:6} {who:10} {run.seconds:7.2f} s  RSS {run.rss_mb:6.0f} MB"
                     f"  emails {received:,}  exit {run.returncode}")
                 if run.returncode:
                     log(run.out)
+                if captured:
+                    path = mail_path(capture, sink, env, label)
+                    out[night]["mail_path"].append(path | {"dueflow_sent": received})
+                    if path["messages"] != received:
+                        log(f"{label}: captured {path['messages']:,} messages, the sink counted {received:,}")
     if naive:  # its own ledger sequence: it writes dueflow_ledger rows
         reset_ledgers(url)
         for night, day in night_dates(as_of).items():
+            if night not in nights:
+                continue
             run = timed([sys.executable, "-m", "bench.naive", url, mail_host, mail_port, day.isoformat(),
                          MAIL_FROM, ESCALATION_TO, "[15, 30, 60]", "[7, 5, 7]"], dueflow_env)
             out[night]["naive"].append(run.__dict__)
@@ -312,6 +390,8 @@ def measure_shape(label: str, url: str, as_of: date, runs: int, env: dict[str, s
         day = night_dates(as_of)
         profile_dir.mkdir(parents=True, exist_ok=True)
         for night, name in (("first", "first"), ("again", "nothing_new")):
+            if night not in nights:
+                continue
             path = profile_dir / f"{name}_{label}.prof"
             timed([sys.executable, "-m", "bench.profile_run", str(path), "run", "--as-of",
                    day[night].isoformat()], dueflow_env)
@@ -324,38 +404,113 @@ def median(runs: list[dict[str, Any]], field: str) -> float | None:
     return statistics.median(values) if values else None
 
 
+def summarise(nights: dict[str, Any], floor: float | None) -> dict[str, dict[str, Any]]:
+    """Each night's medians and what follows from them: the mail path (measured on the first
+    night; 0 for a night that sent nothing; on another night with emails, estimated from the
+    first night's fastest rate), dueflow's other work = (dueflow − floor) − mail path, and the
+    delivery rate against the mail path = mail path ÷ (dueflow − floor)."""
+    first_paths = [m["fastest"] for m in nights.get("first", {}).get("mail_path", []) if m["fastest"]]
+    rate = statistics.median(f["per_second"] for f in first_paths) if first_paths else None
+    out = {}
+    for night, r in nights.items():
+        d, emails = median(r["dueflow"], "seconds"), median(r["dueflow"], "received")
+        paths = [m["fastest"]["seconds"] for m in r["mail_path"] if m["fastest"]]
+        estimated = False
+        if paths:
+            path: float | None = statistics.median(paths)
+        elif emails == 0:
+            path = 0.0
+        elif emails and rate:
+            path, estimated = emails / rate, True
+        else:
+            path = None
+        over_floor = d - floor if d is not None and floor is not None else None
+        pairs = [a["seconds"] / b["seconds"] for a, b in zip(r["seeds"], r["dueflow"], strict=False)]
+        out[night] = {
+            "emails": emails, "floor": floor, "mail_path": path, "mail_path_estimated": estimated,
+            "seeds": median(r["seeds"], "seconds"), "seeds_flow": median(r["seeds_flow"], "seconds"),
+            "dueflow": d, "naive": median(r["naive"], "seconds"),
+            "other_work": over_floor - path if over_floor is not None and path is not None else None,
+            "delivery_vs_mail_path": path / over_floor if path and over_floor and over_floor > 0 else None,
+            "emails_per_second": emails / d if emails and d else None,
+            "seeds_over_dueflow": statistics.median(pairs) if pairs else None,
+            "rss_dueflow": median(r["dueflow"], "rss_mb"), "rss_seeds": median(r["seeds"], "rss_mb"),
+            "rss_seeds_flow": median(r["seeds_flow"], "rss_mb"),
+        }
+    return out
+
+
+def cell(value: float | None, width: int, fmt: str = ".2f", suffix: str = "") -> str:
+    return f"{(format(value, fmt) + suffix) if value is not None else '—':>{width}}"
+
+
 def report(results: dict[str, Any], machine: str) -> str:
     lines = [f"machine: {machine}", ""]
+    floor = None
     if results.get("floor"):
-        lines += [f"empty Prefect flow run as a process (the floor): median"
-                  f" {statistics.median(r['seconds'] for r in results['floor']):.2f} s of"
+        floor = statistics.median(r["seconds"] for r in results["floor"])
+        lines += [f"empty Prefect flow run as a process (the floor): median {floor:.2f} s of"
                   f" {[r['seconds'] for r in results['floor']]}", ""]
-    header = (f"{'scale':6} {'night':7} {'seeds s':>8} {'dueflow s':>10} {'seeds/dueflow':>14}"
-              f" {'naive s':>8} {'naive/dueflow':>14} {'RSS dueflow':>12} {'RSS seeds':>10}")
+    naive = any(r["naive"] for x in results["shapes"].values() for r in x["nights"].values())
+    header = (f"{'shape':13} {'night':7} {'emails':>7} {'floor s':>8} {'mail path s':>12} {'seeds s':>8}"
+              f" {'seeds flow s':>13} {'dueflow s':>10} {'other work s':>13} {'seeds/dueflow':>14}"
+              f" {'RSS dueflow':>12} {'RSS seeds':>10} {'RSS seeds flow':>15}"
+              + (f" {'naive s':>8} {'naive/dueflow':>14}" if naive else ""))
     lines += [header, "-" * len(header)]
     for label, shape in results["shapes"].items():
-        for night in NIGHTS:
-            r = shape["nights"][night]
-            s, d, n = (median(r[who], "seconds") for who in ("seeds", "dueflow", "naive"))
-            pairs = [a["seconds"] / b["seconds"] for a, b in zip(r["seeds"], r["dueflow"], strict=False)]
-            ratio = f"{statistics.median(pairs):.2f}×" if pairs else ""
+        shape["summary"] = summary = summarise(shape["nights"], floor)
+        for night, x in summary.items():
+            path = cell(x["mail_path"], 11, suffix="~" if x["mail_path_estimated"] else " ")
+            naive_ratio = x["naive"] / x["dueflow"] if x["naive"] and x["dueflow"] else None
             lines.append(
-                f"{label:6} {night:7} {s or 0:8.2f} {d or 0:10.2f} {ratio:>14}"
-                f" {(f'{n:8.2f}' if n else ''):>8} {(f'{n / d:.2f}×' if n and d else ''):>14}"
-                f" {(median(r['dueflow'], 'rss_mb') or 0):10.0f} MB"
-                f" {(median(r['seeds'], 'rss_mb') or 0):7.0f} MB")
-    labels = list(results["shapes"])
+                f"{label:13} {night:7} {cell(x['emails'], 7, ',.0f')} {cell(x['floor'], 8)} {path}"
+                f" {cell(x['seeds'], 8)} {cell(x['seeds_flow'], 13)} {cell(x['dueflow'], 10)}"
+                f" {cell(x['other_work'], 13)} {cell(x['seeds_over_dueflow'], 13)}×"
+                f" {cell(x['rss_dueflow'], 9, '.0f')} MB {cell(x['rss_seeds'], 7, '.0f')} MB"
+                f" {cell(x['rss_seeds_flow'], 12, '.0f')} MB"
+                + (f" {cell(x['naive'], 8)} {cell(naive_ratio, 13)}×" if naive else ""))
+    lines += ["", "mail path ~: estimated from the first night's fastest rate (not measured on that night);"
+              " other work = (dueflow − floor) − mail path"]
+    for label, shape in results["shapes"].items():
+        for m in shape["nights"].get("first", {}).get("mail_path", []):
+            by = "; ".join(f"{c} conn. {f.get('seconds', 0):.2f} s ({f.get('per_second', 0):,.0f} msg/s,"
+                           f" sink counted {f['received']:,})" for c, f in m["by_connections"].items())
+            fastest = f"fastest {m['fastest']['connections']} conn." if m["fastest"] else "NONE complete"
+            lines.append(f"mail path {label}, first night, {m['messages']:,} messages captured of"
+                         f" {m.get('dueflow_sent', 0):,} dueflow sent: {by}; {fastest}")
+    for label, shape in results["shapes"].items():
+        x = shape["summary"].get("first")
+        if shape.get("kind") != "surge" or not x:
+            continue
+        rate = x["delivery_vs_mail_path"] and 100 * x["delivery_vs_mail_path"]
+        seeds_rate = median(shape["nights"]["first"]["seeds"], "received")
+        seeds_rate = seeds_rate / x["seeds"] if seeds_rate and x["seeds"] else None
+        lines.append(
+            f"surge {label}, {cell(x['emails'], 0, ',.0f')} emails: dueflow {cell(x['dueflow'], 0)} s,"
+            f" {cell(x['emails_per_second'], 0, ',.0f')} emails/s, peak RSS"
+            f" {cell(x['rss_dueflow'], 0, '.0f')} MB;"
+            f" seeds' script {cell(x['seeds'], 0)} s, {cell(seeds_rate, 0, ',.0f')} emails/s, peak RSS"
+            f" {cell(x['rss_seeds'], 0, '.0f')} MB; mail path {cell(x['mail_path'], 0)} s; delivery rate vs"
+            f" mail path = mail path ÷ (dueflow − floor) = {cell(rate, 0, '.0f')} %")
+    labels = [x for x, shape in results["shapes"].items() if shape.get("kind") != "surge"]
     if len(labels) > 1:
         small, large = (results["shapes"][x]["nights"] for x in (labels[0], labels[-1]))
         lines.append("")
         for who in ("dueflow", "seeds"):
             for night in NIGHTS:
+                if night not in small or night not in large:
+                    continue
                 a, b = median(small[night][who], "seconds"), median(large[night][who], "seconds")
                 if a and b:
                     lines.append(f"growth {labels[0]} → {labels[-1]}, {night:6} night, {who:7}: {b / a:.2f}×"
                                  f" ({a:.2f} → {b:.2f} s)")
-            rss = [max((r["rss_mb"] for n in NIGHTS for r in x[n][who]), default=0) for x in (small, large)]
+            rss = [max((r["rss_mb"] for n in x for r in x[n][who]), default=0) for x in (small, large)]
             lines.append(f"peak RSS {who:7}: {labels[0]} {rss[0]:.0f} MB, {labels[-1]} {rss[1]:.0f} MB")
+        a, b = (results["shapes"][x]["summary"].get("again", {}).get("other_work")
+                for x in (labels[0], labels[-1]))
+        if a is not None and b is not None:
+            lines.append(f"growth {labels[0]} → {labels[-1]}, again  night, dueflow's other work:"
+                         f" {f'{b / a:.2f}×' if a > 0 else '—'} ({a:.2f} → {b:.2f} s)")
     return "\n".join(lines)
 
 
@@ -376,18 +531,35 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tree", default=None,
                         help="a directory holding another dueflow tree as dueflow/ (e.g. the code before a"
                              " change): `dueflow run` imports it (PYTHONPATH)")
-    parser.add_argument("--floor", type=int, default=0, metavar="N",
-                        help="also time N empty Prefect flow runs as processes (the floor of any flow)")
+    parser.add_argument("--floor", type=int, default=3, metavar="N",
+                        help="time N empty Prefect flow runs as processes, the floor of any flow (median)")
+    parser.add_argument("--surge", action="append", default=[], metavar="N[,N]",
+                        help="also the 1x shape (the small one with --small) with N emails due on the first"
+                             " night, which alone is measured; repeatable or a comma list, e.g. 30000,100000")
+    parser.add_argument("--nights", default=",".join(NIGHTS),
+                        help="the nights of each scale, of first,again,steady (each follows the ones before"
+                             " it as run: again without first is a first night)")
     parser.add_argument("--floor-only", action="store_true", help="only the floor (with --floor N)")
     parser.add_argument("--generate-only", action="store_true", help="make (or check) the data and stop")
     parser.add_argument("--json", default="bench/out/nights.json")
     args = parser.parse_args(argv)
+    chosen = tuple(n for n in NIGHTS if n in args.nights.split(","))
+    if not chosen or set(args.nights.split(",")) - set(NIGHTS):
+        parser.error(f"--nights takes some of {','.join(NIGHTS)}")
     shapes = {"small": Shape.small()} if args.small else {
         f"{s}x": Shape.scaled(float(s)) for s in args.scales.split(",")}
+    kinds = dict.fromkeys(shapes, "scale")
+    nights = dict.fromkeys(shapes, chosen)
+    base = Shape.small() if args.small else Shape.scaled(1)
+    for emails in (int(n) for arg in args.surge for n in arg.split(",") if n.strip()):
+        label = ("small_" if args.small else "") + (f"surge{emails // 1000}k" if emails % 1000 == 0
+                                                    else f"surge{emails}")
+        shapes[label], kinds[label], nights[label] = base.surge(emails), "surge", ("first",)
 
     from bench.smtp_sink import SinkProcess
 
     client_home = tempfile.mkdtemp(prefix="dueflow-nights-client-")
+    scratch = Path(tempfile.mkdtemp(prefix="dueflow-nights-mail-"))  # the captured first nights
     env = dict(os.environ) | {
         "PREFECT_HOME": client_home, "PREFECT_LOGGING_LEVEL": "WARNING",
         "DUEFLOW_MAIL_FROM": MAIL_FROM, "DUEFLOW_ESCALATION_TO": ESCALATION_TO, "DUEFLOW_TIMEZONE": "UTC",
@@ -423,13 +595,14 @@ def main(argv: list[str] | None = None) -> int:
             env["DUEFLOW_MAIL_URL"] = sink.url
             for label, (url, generated) in ({} if args.floor_only else urls).items():
                 results["shapes"][label] = {
-                    "shape": shapes[label].__dict__, "generated_seconds": generated,
+                    "shape": shapes[label].__dict__, "kind": kinds[label], "generated_seconds": generated,
                     "nights": measure_shape(label, url, args.as_of, args.runs, env, sink,
                                             Path(args.profile_dir) if args.profile_dir else None,
-                                            args.naive, args.only)}
+                                            args.naive, args.only, nights[label], scratch)}
     finally:
         server.stop()
         shutil.rmtree(client_home, ignore_errors=True)
+        shutil.rmtree(scratch, ignore_errors=True)
     text = report(results, machine)
     print()
     print(text)

@@ -6,9 +6,11 @@ connection per email. No history reads: the dunning step follows from the days s
 the invoice was sent (7, 12, 19: the flow's default delays added up), so an invoice
 whose reminders were missed gets its latest step at once, as the seeds' code does.
 
-    python -m bench.seeds DATABASE_URL MAIL_HOST MAIL_PORT AS_OF
+    python -m bench.seeds [--flow] DATABASE_URL MAIL_HOST MAIL_PORT AS_OF
 
-prints one JSON line with what it did. Its table (`seeds_sent`) is its own.
+prints one JSON line with what it did. Its table (`seeds_sent`) is its own. With --flow the
+same night runs inside one Prefect `@flow` (against PREFECT_API_URL): the script as the seeds
+would first put it under Prefect, with nothing else changed.
 """
 
 from __future__ import annotations
@@ -82,9 +84,15 @@ def night(url: str, host: str, port: int, as_of: date) -> dict[str, int]:
 
 
 def main(argv: list[str]) -> None:
-    url, host, port, as_of = argv
+    as_flow = "--flow" in argv
+    url, host, port, as_of = [a for a in argv if a != "--flow"]
     started = time.perf_counter()
-    stats = night(url, host, int(port), date.fromisoformat(as_of))
+    if as_flow:
+        from prefect import flow
+
+        stats = flow(name="seeds-night")(night)(url, host, int(port), date.fromisoformat(as_of))
+    else:
+        stats = night(url, host, int(port), date.fromisoformat(as_of))
     print(json.dumps(stats | {"seconds": round(time.perf_counter() - started, 3)}))
 
 

@@ -1,7 +1,9 @@
 """A local SMTP sink in its own process: aiosmtpd, accepts every message, keeps none.
 
 It only counts what it accepted (a counter shared with the parent), so a benchmark
-can check that every email it sent arrived exactly once.
+can check that every email it sent arrived exactly once. On request (`capture(path)`
+until `end_capture()`) it also appends each accepted message to a file, one JSON line
+{"from", "to", "data" (base64 of the DATA bytes)}: what bench/mail_path.py replays.
 
 Standalone: `python -m bench.smtp_sink --port 8025` (Ctrl-C to stop).
 """
@@ -9,26 +11,37 @@ Standalone: `python -m bench.smtp_sink --port 8025` (Ctrl-C to stop).
 from __future__ import annotations
 
 import argparse
+import base64
+import json
 import multiprocessing as mp
 import signal
 import socket
+import threading
 import time
 from multiprocessing.sharedctypes import Synchronized
 from multiprocessing.synchronize import Event
-from typing import Any
+from typing import IO, Any
 
 from aiosmtpd.controller import Controller
 
 
 class CountingHandler:
-    """Accepts every message (250) and counts it; the content is discarded."""
+    """Accepts every message (250) and counts it; the content is discarded unless captured."""
 
     def __init__(self, counter: Synchronized[int] | None) -> None:
         self.counter = counter
         self.local = 0
+        self.capture: IO[str] | None = None
+        self.lock = threading.Lock()  # the capture file is switched from the control thread
 
     async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
         self.local += 1
+        with self.lock:
+            if self.capture is not None:
+                # Written before it is counted: a parent that saw the count finds the line.
+                self.capture.write(json.dumps({
+                    "from": envelope.mail_from, "to": list(envelope.rcpt_tos),
+                    "data": base64.b64encode(envelope.original_content).decode("ascii")}) + "\n")
         if self.counter is not None:
             with self.counter.get_lock():
                 self.counter.value += 1
@@ -41,15 +54,26 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _serve(port: int, counter: Synchronized[int], ready: Event, stop: Event) -> None:
+def _serve(port: int, counter: Synchronized[int], ready: Event, stop: Event, control: Any) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops us through `stop`
-    controller = Controller(CountingHandler(counter), hostname="127.0.0.1", port=port)
+    handler = CountingHandler(counter)
+    controller = Controller(handler, hostname="127.0.0.1", port=port)
     controller.start()
     ready.set()
     try:
-        stop.wait()
+        while not stop.is_set():
+            if not control.poll(0.2):
+                continue
+            path = control.recv()  # a file to capture into, or None to close it
+            with handler.lock:
+                if handler.capture is not None:
+                    handler.capture.close()
+                handler.capture = open(path, "a", encoding="ascii") if path else None  # noqa: SIM115
+            control.send("ok")
     finally:
         controller.stop()
+        if handler.capture is not None:
+            handler.capture.close()
 
 
 class SinkProcess:
@@ -61,8 +85,9 @@ class SinkProcess:
         self._counter: Synchronized[int] = context.Value("q", 0)  # type: ignore[assignment]
         self._ready = context.Event()
         self._stop = context.Event()
+        self._control, child_end = context.Pipe()
         self._process = context.Process(
-            target=_serve, args=(self.port, self._counter, self._ready, self._stop),
+            target=_serve, args=(self.port, self._counter, self._ready, self._stop, child_end),
             name="dueflow-bench-smtp-sink", daemon=True,
         )
 
@@ -85,6 +110,15 @@ class SinkProcess:
             self.stop()
             raise RuntimeError(f"the SMTP sink did not start on port {self.port}")
         return self
+
+    def capture(self, path: str | None) -> None:
+        """Append every message accepted from now on to `path` (None: stop, the file closed)."""
+        self._control.send(path)
+        if not self._control.poll(30) or self._control.recv() != "ok":
+            raise RuntimeError("the SMTP sink did not switch its capture")
+
+    def end_capture(self) -> None:
+        self.capture(None)
 
     def wait_for(self, count: int, timeout: float = 10.0) -> int:
         """Wait until at least `count` messages arrived (or timeout); return the count."""
