@@ -21,7 +21,7 @@ import hashlib
 import hmac
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, fields, replace
 from datetime import datetime
 from email.utils import format_datetime
 from functools import cache
@@ -77,9 +77,9 @@ class OutgoingEmail:
     riders: tuple[OutgoingEmail, ...] = ()
 
     def as_row(self) -> dict[str, Any]:
-        row = asdict(replace(self, riders=()))
-        del row["riders"]
-        return row
+        """The ledger row's fields (every field but `riders`): a shallow copy, as each is a
+        str, int or None (`asdict` deep-copied each one: a third of storing a first night)."""
+        return {name: getattr(self, name) for name in _ROW_FIELDS}
 
     def with_message_of(self, statement: OutgoingEmail, statement_key: str) -> OutgoingEmail:
         """This row's email carrying a statement's message: its subject, bodies and
@@ -375,3 +375,7 @@ def message_bytes(email: OutgoingEmail, sender: Mailbox, now: datetime | None = 
           for part in (f"--{mixed}\r\n".encode(), _attachment_part(named, data))),
         f"--{mixed}--\r\n".encode(),
     ])
+
+
+# The fields of a ledger row, in order: every field of OutgoingEmail but its riders.
+_ROW_FIELDS = tuple(f.name for f in fields(OutgoingEmail) if f.name != "riders")
