@@ -92,10 +92,10 @@ def cte(node: exp.Expression, name: str) -> exp.Expression | None:
 
 def origin(source: exp.Expression, column: str) -> str | None:
     """The table `column` of `source` (a table, derived table or CTE) comes from."""
-    if isinstance(source, exp.Unnest):  # PostgreSQL's arrays of the rows a statement inserts
-        insert = source.find_ancestor(exp.Insert)
-        return origin(insert.this.this if isinstance(insert.this, exp.Schema) else insert.this, column) \
-            if insert is not None else None
+    if isinstance(source, exp.Unnest):  # PostgreSQL's arrays of the rows a statement inserts or updates
+        write = source.find_ancestor(exp.Insert, exp.Update)
+        return origin(write.this.this if isinstance(write.this, exp.Schema) else write.this, column) \
+            if write is not None else None
     if isinstance(source, exp.Table):
         query = cte(source, source.name)
         if query is None:
