@@ -319,8 +319,8 @@ def batches(items: Sequence[Recipient], workers: int) -> list[list[Recipient]]:
 def with_second_pass(items: Sequence[Recipient], settings: DeliverySettings,
                      send: Callable[[Sequence[Recipient]], list[Delivery]]) -> list[Delivery]:
     """`send` the items; then once more the ones a batch could not reach because the
-    ledger was unavailable (unless the night was stopped or its breaker opened)."""
-    progress.expect(len(items))
+    ledger was unavailable (unless the night was stopped or its breaker opened). The caller
+    told the progress line how many to expect."""
     deliveries = send(items)
     retry = [Recipient(d.key, d.recipient) for d in deliveries
              if d.status == RowStatus.NOT_SENT and d.ledger_unavailable]

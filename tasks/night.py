@@ -21,7 +21,7 @@ from functools import partial
 from typing import Any, Protocol
 
 from dueflow.blocks.settings import ConfigError
-from dueflow.tasks import steps
+from dueflow.tasks import progress, steps
 from dueflow.tasks.core.decide import Decision
 from dueflow.tasks.core.defaults import DELIVERY_WORKERS
 from dueflow.tasks.core.dunning_start import before_due, before_due_line
@@ -194,6 +194,10 @@ def run_night(night: Night, call: Steps) -> RunSummary:
     tonight.rows.append(earlier := send_earlier(night, call))
     if not earlier.empty:
         log.log(attention_level(earlier), "earlier runs: %s", count_line(earlier))
+    # 5. deliver: each chunk as soon as it is stored, on the flow's delivery workers, while
+    # this thread reserves, renders and stores the next (and the next job's): the mail
+    # server's pace hides the night's own work (docs/performance.md, "Delivery").
+    deliveries: list[tuple[NightJob, list[Callable[[], pd.DataFrame]]]] = []
     for job in night.jobs:
         decision = decisions[job.name]
         winners, job_rows = reserve(night, job, decision, call)              # 3. reserve
@@ -203,19 +207,16 @@ def run_night(night: Night, call: Steps) -> RunSummary:
         else:
             log.info("%s: reserved %s of %s new email(s)", job.name, f"{len(winners):,}",
                      f"{len(decision.to_reserve):,}")
-        prepared = compose(night, job, winners, extracted[job.name], call)   # 4. compose (and store)
+        sending: list[Callable[[], pd.DataFrame]] = []
+        prepared = compose(night, job, winners, extracted[job.name], call,   # 4. compose (and store)
+                           partial(deliver_chunk, night, job, call, sending))
         if not winners.empty:
             done = "rendered" if night.params.dry_run else "composed and stored"
             log.log(logging.WARNING if prepared.failures else logging.INFO, "%s: %s %s email(s)%s", job.name,
                     done, f"{len(prepared.emails):,}",
                     f", {len(prepared.failures)} could not be rendered" if prepared.failures else "")
-        if job.name == Job.DUNNING and not winners.empty and not (night.params.dry_run or night.params.adopt):
-            # paid since the extract?
-            prepared = restated(prepared, restate_owed(night, call))
-        delivered = deliver_won(night, job, winners, prepared, call)          # 5. deliver
-        if not delivered.empty:
-            log.log(attention_level(delivered), "%s: %s", job.name, count_line(delivered))
-        tonight.rows += [job_rows, delivered]
+        deliveries.append((job, sending))
+        tonight.rows.append(job_rows)
         tonight.won[job.name] = winners
         if night.params.dry_run and job.name == Job.DUNNING:  # the start's effect, before the first night
             tonight.warnings += filter(None, [before_due_line(before_due(winners, night.as_of),
@@ -226,6 +227,11 @@ def run_night(night: Night, call: Steps) -> RunSummary:
         # are read without their text (sql/extract_contracts): nothing is known of them.
         tonight.facts.append(facts_of(job.name, decision.due, {e.key: e.subject for e in prepared.emails},
                                       decision.quarantined, job.source))
+    for job, sending in deliveries:  # each job's outcomes, once its deliveries are done
+        delivered = concat_rows([outcomes() for outcomes in sending])
+        if not delivered.empty:
+            log.log(attention_level(delivered), "%s: %s", job.name, count_line(delivered))
+        tonight.rows.append(delivered)
     pruned, retained = retention(night)
     record_night(night, tonight)
     summary = summarize_night(night, tonight)                                  # 6. report
@@ -309,10 +315,11 @@ def respelled_ids(night: Night, decisions: dict[Job, Decision],
     return pd.concat(found, ignore_index=True) if found else pd.DataFrame(columns=list(PAIR_COLUMNS))
 
 
-def restate_owed(night: Night, call: Steps) -> Prepared:
-    """The restate-owed step (tasks/steps.py: stored reminders whose amount is no longer
-    what the client owes, rendered again before any is claimed), said in the log."""
-    again = call(steps.restate_owed, night.store, night.jobs, night.as_of)
+def restate_owed(night: Night, call: Steps, keys: Sequence[str] | None = None) -> Prepared:
+    """The restate-owed step (tasks/steps.py: stored reminders — these keys', or all — whose
+    amount is no longer what the client owes, rendered again before any is claimed), said
+    in the log."""
+    again = call(steps.restate_owed, night.store, night.jobs, night.as_of, keys)
     if again.emails or again.failures:
         night.log.info("dunning: %s stored reminder(s) rendered again, %s withdrawn: what the client owes"
                        " changed since they were rendered", len(again.emails), len(again.failures))
@@ -395,12 +402,12 @@ def reserve(night: Night, job: NightJob, decision: Decision,
     return reserved.winners, concat_rows([plan.rows, reserved.rows])
 
 
-def compose(night: Night, job: NightJob, winners: pd.DataFrame, extracted: Extracted,
-            call: Steps) -> Prepared:
+def compose(night: Night, job: NightJob, winners: pd.DataFrame, extracted: Extracted, call: Steps,
+            stored: Callable[[pd.DataFrame, Prepared], Prepared] | None = None) -> Prepared:
     """Plan and render the winners' emails COMPOSE_CHUNK keys at a time and, unless this is
-    a dry run, store each chunk's messages on their ledger rows before rendering the next:
-    every message is stored before any is sent (G2), and only the addressing stays in
-    memory."""
+    a dry run, store each chunk's messages on their ledger rows before rendering the next;
+    each chunk, once stored, is handed to `stored` (which starts its delivery: every message
+    is stored before it is sent, G2), and only the addressing stays in memory."""
     prepared = Prepared()
     store = not night.params.dry_run
     if store and not winners.empty:
@@ -408,8 +415,20 @@ def compose(night: Night, job: NightJob, winners: pd.DataFrame, extracted: Extra
     for start in range(0, len(winners), COMPOSE_CHUNK):
         chunk = winners.iloc[start:start + COMPOSE_CHUNK]
         drafts = call(steps.plan, job, chunk, night.store, night.as_of) if job.plans else []
-        prepared += call(steps.compose_and_store, job, chunk, extracted, night.as_of, drafts,
-                         night.store.ledger, store)
+        made = call(steps.compose_and_store, job, chunk, extracted, night.as_of, drafts, night.store.ledger,
+                    store)
+        prepared += stored(chunk, made) if stored else made
+    return prepared
+
+
+def deliver_chunk(night: Night, job: NightJob, call: Steps, sending: list[Callable[[], pd.DataFrame]],
+                  chunk: pd.DataFrame, prepared: Prepared) -> Prepared:
+    """Start delivering one stored chunk (its outcomes: a callable appended to `sending`);
+    a reminder whose invoice was paid since the extract is rendered again, or withdrawn,
+    first (the restate-owed step, for this chunk's keys). The chunk as it goes."""
+    if job.name == Job.DUNNING and not (night.params.dry_run or night.params.adopt) and prepared.emails:
+        prepared = restated(prepared, restate_owed(night, call, [e.key for e in prepared.emails]))
+    sending.append(deliver_won(night, job, chunk, prepared, call))
     return prepared
 
 
@@ -422,39 +441,55 @@ def delivery_rows(jobs: str | dict[str, str], deliveries: Sequence[Delivery],
 
 
 def deliver_won(night: Night, job: NightJob, winners: pd.DataFrame, prepared: Prepared,
-                call: Steps) -> pd.DataFrame:
-    """Deliver the stored messages of the keys this run won; one row per key (a dry run
-    lists what it would send)."""
+                call: Steps) -> Callable[[], pd.DataFrame]:
+    """Start delivering the stored messages of the keys this run won; the returned callable
+    waits for it: one row per key (a dry run lists what it would send)."""
     if winners.empty:
-        return no_rows()
+        return no_rows
     if night.params.dry_run:
         subjects = {e.key: e.subject + (f" [{e.draft_source} paragraph]" if e.draft_source else "")
                     for e in prepared.emails} | dict(prepared.failures)
-        return key_rows(job.name, winners, RowStatus.WOULD_SEND, subjects)
+        return partial(key_rows, job.name, winners, RowStatus.WOULD_SEND, subjects)
     failed = dict(prepared.failures)
     # A statement goes once, claimed by its carrier; its other rows share its outcome.
     items = [Recipient(e.key, e.recipient) for e in prepared.emails if e.statement_key in (None, e.key)]
-    delivered = in_statements(deliver(night, items, call), prepared.emails)
-    return concat_rows([key_rows(job.name, winners[winners["key"].isin(failed)], RowStatus.FAILED, failed),
-                        delivery_rows(job.name, delivered)])
+    delivering = deliver_soon(night, items, call)
+    unrendered = key_rows(job.name, winners[winners["key"].isin(failed)], RowStatus.FAILED, failed)
+    return lambda: concat_rows([unrendered, delivery_rows(job.name, in_statements(delivering(),
+                                                                                   prepared.emails))])
 
 
 def deliver(night: Night, items: Sequence[Recipient], call: Steps) -> list[Delivery]:
-    """The deliver-batch step mapped over batches of `items` (DELIVERY_WORKERS at a time on
-    the flow's task runner), then a second pass over what a batch could not reach because
-    the ledger was unavailable; a batch that died is reported by what the ledger says."""
-    def send(some: Sequence[Recipient]) -> list[Delivery]:
-        groups = batches(some, DELIVERY_WORKERS)
-        deliveries: list[Delivery] = []
-        results = call.map(steps.deliver_batch, groups, night.delivery)
-        for batch, result in zip(groups, results, strict=True):
-            try:
-                deliveries.extend(result())
-            except Exception as exc:
-                deliveries.extend(after_a_crash(batch, night.delivery, exc))
-        return deliveries
+    """`deliver_soon`, waited for."""
+    return deliver_soon(night, items, call)()
 
-    return with_second_pass(items, night.delivery, send)
+
+def deliver_soon(night: Night, items: Sequence[Recipient], call: Steps) -> Callable[[], list[Delivery]]:
+    """The deliver-batch step mapped over batches of `items` (DELIVERY_WORKERS at a time on
+    the flow's task runner), started now; the returned callable waits for them, then makes
+    a second pass over what a batch could not reach because the ledger was unavailable. A
+    batch that died is reported by what the ledger says."""
+    def start(some: Sequence[Recipient]) -> Callable[[], list[Delivery]]:
+        groups = batches(some, DELIVERY_WORKERS)
+        results = call.map(steps.deliver_batch, groups, night.delivery)
+
+        def wait() -> list[Delivery]:
+            deliveries: list[Delivery] = []
+            for batch, result in zip(groups, results, strict=True):
+                try:
+                    deliveries.extend(result())
+                except Exception as exc:
+                    deliveries.extend(after_a_crash(batch, night.delivery, exc))
+            return deliveries
+        return wait
+
+    progress.expect(len(items))
+    first = start(items)  # the batches are on their way
+
+    def send(some: Sequence[Recipient]) -> list[Delivery]:
+        return first() if some is items else start(some)()
+
+    return partial(with_second_pass, items, night.delivery, send)
 
 
 def retention(night: Night) -> tuple[int, list[str]]:

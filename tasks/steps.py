@@ -182,16 +182,20 @@ def compose_and_store(job: NightJob, winners: pd.DataFrame, extracted: Extracted
 
 
 @task(name="restate-owed", cache_policy=NO_CACHE)
-def restate_owed(store: Store, jobs: Sequence[NightJob], as_of: date) -> Prepared:
+def restate_owed(store: Store, jobs: Sequence[NightJob], as_of: date,
+                 keys: Sequence[str] | None = None) -> Prepared:
     """Stored reminders whose amount is no longer what the client owes (a payment or a credit
     note recorded since they were rendered: docs/design.md, "What the client still owes"),
     while no delivery has claimed them — provably never handed to SMTP: rendered again from
     the rows as they are on `as_of` (the night that sends them), under the same key and so
     the same Message-ID, in place of the stored message; one with nothing left to collect
     is settled failed with the reason instead. A claimed row keeps its text: it may have
-    left (G3). No retries: a second run of it finds nothing changed, or does the same."""
+    left (G3). With `keys`, only those rows (a chunk about to be delivered). No retries: a
+    second run of it finds nothing changed, or does the same."""
     ledger = store.ledger
     unsent = ledger.unsent_rows()
+    if keys is not None:
+        unsent = unsent[unsent["key"].isin(keys).to_numpy()]
     dunning = [job for job in jobs if job.name == Job.DUNNING]
     if unsent.empty or not dunning:
         return Prepared()
