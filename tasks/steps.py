@@ -248,5 +248,16 @@ class Prefect:
         return step(*map(quote, args), **{name: quote(value) for name, value in kwargs.items()})
 
     def map(self, step: Any, items: Sequence[Any], *shared: Any) -> list[Callable[[], Any]]:
+        if not _on_threads():  # Dask takes a quote (a tuple) for a task of its own graph
+            return [future.result for future in step.map(items, *(unmapped(value) for value in shared))]
         futures = step.map([quote(item) for item in items], *(unmapped(quote(value)) for value in shared))
         return [future.result for future in futures]
+
+
+def _on_threads() -> bool:
+    """Whether the flow's mapped steps run on its thread pool (not on a Dask cluster)."""
+    from prefect.context import FlowRunContext
+    from prefect.task_runners import ThreadPoolTaskRunner
+
+    context = FlowRunContext.get()
+    return context is None or isinstance(context.task_runner, ThreadPoolTaskRunner)

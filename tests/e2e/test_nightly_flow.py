@@ -150,10 +150,11 @@ def test_smtp_faults_end_in_a_known_state(run_env, smtp_sink, fault):
         (1, 0) if expected == "pending" else (0, 1))
 
 
-def test_messages_are_composed_and_stored_chunk_by_chunk_and_all_stored_before_any_send(
+def test_messages_are_composed_and_stored_chunk_by_chunk_each_stored_before_it_is_sent(
         run_env, smtp_sink, monkeypatch):
-    """A surge is rendered a chunk at a time (memory stays bounded); every message is on its
-    ledger row before the first one is handed to SMTP (G2), and each is sent once."""
+    """A surge is rendered a chunk at a time (memory stays bounded), each chunk delivered as
+    soon as it is stored while the next is rendered; every message is on its ledger row
+    before it is handed to SMTP (G2), and each is sent once."""
     from dueflow.tasks import night, steps
 
     url = run_env
@@ -169,18 +170,18 @@ def test_messages_are_composed_and_stored_chunk_by_chunk_and_all_stored_before_a
 
     monkeypatch.setattr(steps, "compose_and_store", count_chunks)
     insert_contracts(url, [contract(f"c-{n}", START + timedelta(days=30)) for n in range(8)])
-    unstored_at_each_send: list[int] = []
+    stored_at_its_send: list[bool] = []
 
-    def count_unstored(_key: str) -> None:
+    def is_stored(key: str) -> None:
         with db.engine_for(url).connect() as conn:
-            unstored_at_each_send.append(conn.execute(text(
-                "SELECT count(*) FROM dueflow_ledger WHERE body_text IS NULL")).scalar_one())
+            stored = text("SELECT body_text IS NOT NULL FROM dueflow_ledger WHERE key = :key")
+            stored_at_its_send.append(conn.execute(stored, {"key": key}).scalar_one())
 
-    smtp_sink.on_data = count_unstored
+    smtp_sink.on_data = is_stored
     summary = nightly_alerts(as_of=START, renewal_leads=LEADS)
     smtp_sink.on_data = None
     assert summary.sent == 8 and summary.failed == summary.pending == 0
-    assert stored_chunks == [3, 3, 2] and unstored_at_each_send == [0] * 8
+    assert stored_chunks == [3, 3, 2] and stored_at_its_send == [True] * 8
     received = smtp_sink.keys()
     assert sorted(received) == sorted(f"renewal/c-{n}/{START + timedelta(days=30)}/30d" for n in range(8))
     with db.engine_for(url).connect() as conn:
