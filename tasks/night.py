@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import date, timedelta
+from datetime import UTC, date, datetime, timedelta
 from functools import partial
 from typing import Any, Protocol
 
@@ -343,11 +343,16 @@ def send_earlier(night: Night, call: Steps) -> pd.DataFrame:
     if night.params.dry_run or night.params.adopt:
         return no_rows()
     ledger = night.store.ledger
-    unrendered = dict(call(steps.retry_failed, night.store, night.jobs, night.as_of, night.flow_run_id,
-                           night.params.retry_max_attempts, night.params.retry_backoff))
+    # A step runs (a task run in the UI) only when it has rows: most nights have none.
+    unrendered: dict[str, str] = {}
+    if not ledger.retry_candidates(night.as_of, night.params.retry_max_attempts, datetime.now(UTC)).empty:
+        unrendered = dict(call(steps.retry_failed, night.store, night.jobs, night.as_of, night.flow_run_id,
+                               night.params.retry_max_attempts, night.params.retry_backoff))
     withdrawn = ledger.withdraw_unsent(night.as_of)
-    restate_owed(night, call)
     unsent = ledger.unsent_rows()
+    if restatable := steps.restatable(unsent):
+        restate_owed(night, call, restatable)
+        unsent = ledger.unsent_rows()
     settled = pd.Series([*withdrawn, *unrendered], dtype=object)
     of_job = dict(zip(settled, parse_keys(settled)["job"], strict=True)) | dict(
         zip(unsent["key"], unsent["job"], strict=True))

@@ -197,11 +197,8 @@ def restate_owed(store: Store, jobs: Sequence[NightJob], as_of: date,
     if keys is not None:
         unsent = unsent[unsent["key"].isin(keys).to_numpy()]
     dunning = [job for job in jobs if job.name == Job.DUNNING]
-    if unsent.empty or not dunning:
-        return Prepared()
-    rows = unsent[(unsent["job"] == Job.DUNNING).to_numpy() & unsent["stored"].to_numpy(dtype=bool)
-                  & unsent["owed_state"].notna().to_numpy()]
-    if rows.empty:
+    rows = unsent[unsent["key"].isin(restatable(unsent)).to_numpy()]
+    if rows.empty or not dunning:
         return Prepared()
     now = store.sources.by_id("invoices", rows["subject_id"].unique().tolist(), as_of)
     state = now.drop_duplicates("id").set_index("id")["payment_state"].astype(object).fillna("")
@@ -217,6 +214,16 @@ def restate_owed(store: Store, jobs: Sequence[NightJob], as_of: date,
     ledger.restate_messages([email.as_row() for email in composed.emails])
     ledger.record_unrendered(composed.failures)
     return composed.addressed()
+
+
+def restatable(unsent: pd.DataFrame) -> list[str]:
+    """The keys among ledger.unsent_rows() that restate-owed looks at: stored reminders that
+    say what they were rendered from (the rest have nothing to restate)."""
+    if unsent.empty:
+        return []
+    rows = unsent[(unsent["job"] == Job.DUNNING).to_numpy() & unsent["stored"].to_numpy(dtype=bool)
+                  & unsent["owed_state"].notna().to_numpy()]
+    return rows["key"].tolist()
 
 
 @task(name="store-messages", cache_policy=NO_CACHE, retries=len(RETRY_DELAYS),

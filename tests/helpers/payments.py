@@ -99,9 +99,10 @@ def check_nights(seen: dict[str, Any]) -> None:
 class Hooked(Direct):
     """The steps called directly, with something done just before the `at`-th call of one
     step (the world changing under the night) and, if asked, the process dying just after
-    it. restate-owed runs twice a night: for what earlier runs left, then for tonight's."""
+    it. restate-owed runs for what earlier runs left only when they left a stored reminder
+    (none on these first nights), then for each chunk of tonight's before it is delivered."""
 
-    def __init__(self, before: Any, do: Callable[[], None], die: bool = False, at: int = 2) -> None:
+    def __init__(self, before: Any, do: Callable[[], None], die: bool = False, at: int = 1) -> None:
         self.before, self.do, self.die, self.at, self.calls = before, do, die, at, 0
 
     def __call__(self, step: Any, *args: Any, **kwargs: Any) -> Any:
