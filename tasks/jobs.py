@@ -73,6 +73,11 @@ class NightJob(ABC):
         """The planned paragraphs of the winners' emails (none for most jobs)."""
         return []
 
+    def together(self, winners: pd.DataFrame) -> pd.Series:
+        """Per winner, the email it goes in with others (rows with one value are rendered in
+        one chunk), NA for an email of its own: every row, for most jobs."""
+        return pd.Series(pd.NA, index=winners.index, dtype="string")
+
     def plan_again(self, rows: pd.DataFrame, due: pd.DataFrame, store: Store,
                    as_of: date) -> dict[str, Draft]:
         """The paragraphs of ledger rows rendered again (`due`: decided again from `rows`):
@@ -228,6 +233,10 @@ class DunningJob(NightJob):
         clients = reminders["client_id"].dropna().astype(str).unique().tolist()
         history = payment_history_frame(store.sources.client_payment_history(clients), self.timezone)
         return plan_paragraphs(reminders, history, as_of, self.phrasebook, self.llm, ask_model)
+
+    def together(self, winners: pd.DataFrame) -> pd.Series:
+        """A statement's rows (tasks/core/statements.py): its carrier's key."""
+        return statement_keys(winners, self.statements)
 
     def plan_again(self, rows: pd.DataFrame, due: pd.DataFrame, store: Store,
                    as_of: date) -> dict[str, Draft]:

@@ -20,6 +20,8 @@ from datetime import UTC, date, datetime, timedelta
 from functools import partial
 from typing import Any, Protocol
 
+import numpy as np
+
 from dueflow.blocks.settings import ConfigError
 from dueflow.tasks import progress, steps
 from dueflow.tasks.core.decide import Decision
@@ -70,8 +72,11 @@ from dueflow.tasks.deliver import (
 from dueflow.tasks.jobs import Extracted, NightJob
 
 # Keys rendered, then stored, at a time: a first night's tens of thousands of messages
-# (5–10 KB each in memory) are never all held at once.
+# (5–10 KB each in memory) are never all held at once. The first chunk is smaller, and
+# each next one twice as large up to COMPOSE_CHUNK: delivery starts as soon as the first
+# is stored, while the rest are rendered.
 COMPOSE_CHUNK = 5_000
+FIRST_CHUNK = 500
 
 
 class SourceIdsChanged(ConfigError):
@@ -417,13 +422,36 @@ def compose(night: Night, job: NightJob, winners: pd.DataFrame, extracted: Extra
     store = not night.params.dry_run
     if store and not winners.empty:
         night.store.ledger.prepare_to_store(len(winners))
-    for start in range(0, len(winners), COMPOSE_CHUNK):
-        chunk = winners.iloc[start:start + COMPOSE_CHUNK]
+    for chunk in chunks(winners, job.together(winners)):
         drafts = call(steps.plan, job, chunk, night.store, night.as_of) if job.plans else []
         made = call(steps.compose_and_store, job, chunk, extracted, night.as_of, drafts, night.store.ledger,
                     store)
         prepared += stored(chunk, made) if stored else made
     return prepared
+
+
+def chunks(winners: pd.DataFrame, together: pd.Series) -> list[pd.DataFrame]:
+    """The winners cut into chunks of FIRST_CHUNK keys, each next one twice as large up to
+    COMPOSE_CHUNK; rows with the same `together` value (a statement's: one email) are put
+    side by side and never cut apart, so each chunk holds whole emails."""
+    if winners.empty:
+        return []
+    if together.notna().any():  # the rows of one email side by side, in the winners' order
+        group = together.fillna(winners["key"].astype("string")).to_numpy(dtype=object)
+        position = np.arange(len(group))
+        first = pd.Series(position).groupby(group, sort=False).transform("min").to_numpy()
+        order = np.lexsort((position, first))  # by each email's first row, then in order
+        winners, group = winners.iloc[order], group[order]
+    else:
+        group = None
+    out, start, size = [], 0, min(FIRST_CHUNK, COMPOSE_CHUNK)
+    while start < len(winners):
+        end = min(start + size, len(winners))
+        while group is not None and end < len(winners) and group[end] == group[end - 1]:
+            end += 1  # the rest of this email's rows
+        out.append(winners.iloc[start:end])
+        start, size = end, min(2 * size, COMPOSE_CHUNK)
+    return out
 
 
 def deliver_chunk(night: Night, job: NightJob, call: Steps, sending: list[Callable[[], pd.DataFrame]],

@@ -144,6 +144,49 @@ def test_one_email_per_client_lists_every_invoice_and_each_key_is_sent_once():
     assert again.handed == []  # a rerun sends nothing
 
 
+def test_a_statement_is_never_cut_across_the_nights_chunks(monkeypatch):
+    """Tonight's keys are rendered and stored in chunks (tasks/night.py `chunks`); a client's
+    invoices in the winners' order on either side of a cut still go as one statement."""
+    from dueflow.tasks import night
+
+    monkeypatch.setattr(night, "FIRST_CHUNK", 2)
+    monkeypatch.setattr(night, "COMPOSE_CHUNK", 3)
+    invoices = {"cl1": ["i1", "i5", "i9"], "cl2": ["i2"], "cl3": ["i3", "i4"], "cl4": ["i6", "i7", "i8"]}
+    store, transport = company(invoices), Keeping()
+    run(store, AS_OF, transport, env=REMINDERS)
+    assert sorted(transport.handed) == [r1("i1"), r1("i2"), r1("i3"), r1("i6")]  # one email per client
+    for email in transport.emails:
+        client = next(c for c, ids in invoices.items() if email.key == r1(ids[0]))
+        assert sorted(r.key for r in email.riders) == [r1(i) for i in invoices[client][1:]]
+    assert statuses(store) == dict.fromkeys(map(r1, [i for ids in invoices.values() for i in ids]), "sent")
+
+
+@given(st.lists(st.integers(0, 6), min_size=1, max_size=40), st.integers(1, 4), st.integers(1, 9))
+@settings(max_examples=200, deadline=None)
+def test_chunks_hold_every_winner_once_whole_emails_and_grow_to_their_bound(groups, first, bound):
+    from dueflow.tasks import night
+
+    winners = pd.DataFrame({"key": [f"k{i:02}" for i in range(len(groups))]})
+    together = pd.Series([pd.NA if g == 0 else f"s{g}" for g in groups], dtype="string")
+    old = night.FIRST_CHUNK, night.COMPOSE_CHUNK
+    night.FIRST_CHUNK, night.COMPOSE_CHUNK = first, bound
+    try:
+        cut = night.chunks(winners, together)
+    finally:
+        night.FIRST_CHUNK, night.COMPOSE_CHUNK = old
+    keys = [k for chunk in cut for k in chunk["key"]]
+    assert sorted(keys) == list(winners["key"])  # every winner once
+    of = dict(zip(winners["key"], together.fillna(""), strict=True))
+    chunk_of = {k: n for n, chunk in enumerate(cut) for k in chunk["key"]}
+    for g in set(together.dropna()):  # an email's rows in one chunk
+        assert len({chunk_of[k] for k, v in of.items() if v == g}) == 1
+    largest = max(groups.count(g) for g in set(groups) if g) if any(groups) else 1
+    size = min(first, bound)
+    for chunk in cut[:-1]:  # each chunk its size (or just over it, to end an email)
+        assert size <= len(chunk) < size + largest
+        size = min(2 * size, bound)
+
+
 def test_racing_nights_never_send_an_invoice_twice_in_a_statement_or_alone():
     store = company({"cl1": [f"i{n:02}" for n in range(30)], "cl2": ["j1", "j2"]})
     transport, barrier = Keeping(), threading.Barrier(3)
