@@ -125,6 +125,32 @@ class ResolvedSources:
         expressions (not materialized: the planner sees through them to the relations)."""
         return with_sources(plain_statement(name, self.dialect), self)
 
+    def typed_start(self, start: str) -> bool:
+        """Whether the night's candidates are read by sql/dunning_candidates_typed: on
+        PostgreSQL, counting from 'sent' or 'due' ('any' reads every step-less invoice
+        anyway), with sent_at (which that statement compares either way) and the start's
+        own column read as they are from a timestamptz, timestamp or date column. Text
+        columns, expressions and value maps keep the text comparison."""
+        if self.dialect != "postgresql" or start not in ("sent", "due"):
+            return False
+        invoices = self.sources["invoices"]
+        wanted = {"sent_at": TYPED_STARTS, "due_date": frozenset({"date"}) if start == "due" else None}
+        return all(_as_it_is(invoices.reading(column)) and invoices.reading(column).type_seen in types
+                   for column, types in wanted.items() if types)
+
+    def candidates_statement(self, start: str) -> str:
+        """The statement that reads the night's dunning candidates (typed_start)."""
+        return self.statement("dunning_candidates_typed" if self.typed_start(start) else "dunning_candidates")
+
+
+# Start columns whose values a bound compares as they are, by an index (typed_start).
+TYPED_STARTS = frozenset({"timestamptz", "timestamp", "date"})
+
+
+def _as_it_is(reading: ColumnReading) -> bool:
+    """The projection reads a column of the relation itself: no expression, cast or value map."""
+    return not reading.origin.startswith(("sql:", "(")) and reading.expression.strip('"') == reading.origin
+
 
 _COMMENT = re.compile(r"--[^\n]*")
 _LITERAL = re.compile(r"'(?:[^']|'')*'")
@@ -560,6 +586,7 @@ NIGHT_STATEMENTS = (
     "extract_clients",
     "dunning_history",
     "dunning_candidates",
+    "dunning_candidates_typed",
     "dunning_history_of",
     "client_payment_history_of",
     "contracts_by_id",
@@ -610,6 +637,8 @@ def explain_night(
         for name in names:
             if sources.dialect == "sqlite":  # what the reservation reads its candidates from
                 conn.execute(text(plain_statement("candidates_table", "sqlite")))
+            if name == "dunning_candidates_typed" and not sources.typed_start("sent"):
+                continue  # the night reads by it only where sent_at is typed
             sql = sources.statement(name)
             clause = text(sql)
             params = {key: _sample(key, sources.dialect) for key in clause.compile().params}
