@@ -725,11 +725,12 @@ def _normalised(expression: str) -> str:
     return _BARE.sub("", expression).lower()
 
 
-def index_advice(engine: Engine, sources: ResolvedSources) -> list[IndexAdvice]:
+def index_advice(engine: Engine, sources: ResolvedSources, start: str = "sent") -> list[IndexAdvice]:
     """For each lookup a night makes in a source, whether an index serves it, and the
     statement that creates one when none does. dueflow creates indexes only on its own
     tables: these are for the source's owner to run (PostgreSQL tables; a view's base
-    tables are the owner's to index)."""
+    tables are the owner's to index). `start`: what the night's dunning counts from (the
+    candidates' range on its column, where typed: ResolvedSources.typed_start)."""
     if sources.dialect != "postgresql":
         return []
     advice: list[IndexAdvice] = []
@@ -800,7 +801,32 @@ def index_advice(engine: Engine, sources: ResolvedSources) -> list[IndexAdvice]:
                 key = f"({quote(reading.origin)})" if plain else f"(({wanted}))"
                 advice.append(IndexAdvice(name, purpose, f"CREATE INDEX ON {qualified} {key};"))
             advice += _partial_advice(name, source, qualified, existing, quote)
+            if name == "invoices" and sources.typed_start(start):
+                advice.append(_start_advice(source, qualified, existing, quote, start))
     return advice
+
+
+def _leading_key(definition: str) -> str:
+    """An index definition's (pg_get_indexdef) first key, its predicate aside."""
+    keys = re.sub(r"^.*? USING \w+ \((.*)\)$", r"\1", definition.partition(" WHERE ")[0])
+    return _normalised(keys).split(",")[0]
+
+
+def _start_advice(source: Any, qualified: str, existing: Sequence[str], quote: Callable[[str], str],
+                  start: str) -> IndexAdvice:
+    """The index on the start column that serves sql/dunning_candidates_typed's range over
+    the step-less open invoices: one that starts with the column, over every row or only the
+    open ones (`paid_at IS NULL`, as the statement says it; an index on other rows cannot)."""
+    column = source.reading("sent_at" if start == "sent" else "due_date").origin
+    paid = source.reading("paid_at")
+    purpose = f"the dunning candidates without a step, by {column}"
+    null = _normalised(f"{paid.origin} IS NULL")
+    served = any(_leading_key(d) == _normalised(column) and (
+        " WHERE " not in d or _normalised(d.partition(" WHERE ")[2]) == null) for d in existing)
+    if served:
+        return IndexAdvice("invoices", purpose, None)
+    where = "" if paid.origin.startswith(("sql:", "(")) else f" WHERE {quote(paid.origin)} IS NULL"
+    return IndexAdvice("invoices", purpose, f"CREATE INDEX ON {qualified} ({quote(column)}){where};")
 
 
 def _partial_advice(name: str, source: Any, qualified: str, existing: Sequence[str],
