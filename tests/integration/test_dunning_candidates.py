@@ -198,3 +198,30 @@ def test_the_sql_candidates_are_the_pure_rule_and_change_no_decision(databases, 
         everything = due_dunning_steps(full["invoices"], full["clients"], full["history"], *args)
         candidates = due_dunning_steps(tonight["invoices"], tonight["clients"], tonight["history"], *args)
         assert night(candidates) == night(everything), dialect
+
+
+@pytest.mark.pg
+def test_under_a_datestyle_that_is_not_iso_the_typed_read_takes_every_open_invoice_without_a_step(
+        databases):
+    """The text comparison matched no start when DateStyle does not write ISO dates, so it read
+    every step-less open invoice; the typed statement reads them all too then (its third
+    branch). psycopg2 sets ISO on each connection it opens: a session that changes it later."""
+    sent = {"a": "2027-01-19T12:00:00+00:00", "b": "2027-01-01T12:00:00+00:00"}
+    scenario = {"invoices": [{"id": i, "client_id": "k1", "status": "sent", "sent_at": at, "due_date": None,
+                              "paid_at": None, "amount": "10.00", "hold": None} for i, at in sent.items()],
+                "clients": [], "ledger": []}
+    url = databases["postgresql"]
+    load(url, scenario)
+    database = db.Database(url).with_sources(timezone="UTC")
+    assert database.sources is not None and database.sources.typed_start("sent")
+    bounds = {"start": "sent", "start_by": "2027-01-14", "start_by_text": "2027-01-16",
+              "after_first_by": "2027-01-15", "after_second_by": "2027-01-13", "hold_as_of": "2027-01-20",
+              "as_of": "2027-01-20"}
+    for name in ("dunning_candidates", "dunning_candidates_typed"):
+        for datestyle, read in (("ISO, MDY", ["b"]), ("SQL, DMY", ["a", "b"])):
+            with database.engine.connect() as conn:
+                conn.execute(text("SELECT set_config('DateStyle', :style, true)"), {"style": datestyle})
+                ids = conn.execute(text(f"SELECT id FROM ({database.sources.statement(name)}) c"),
+                                   bounds).scalars().all()  # psycopg2 reads no date of that style
+                conn.rollback()
+            assert sorted(ids) == read, (name, datestyle)
