@@ -371,7 +371,7 @@ def sources_report(settings: Settings) -> list[str]:
             lines.append(f"    {count:>6,} × {reason}")
     if early := before_due_line(before_due(reminders.to_reserve, today), settings.dunning_start):
         lines.append(f"  {early}")
-    advice = index_advice(database.engine, sources)
+    advice = index_advice(database.engine, sources, dunning_job.candidates_start())
     if advice:
         lines += ["", "Indexes the night relies on (dueflow creates none on your relations):"]
         for item in advice:

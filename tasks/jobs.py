@@ -183,6 +183,10 @@ class DunningJob(NightJob):
         starts = profiles.starts()
         return profiles.shortest_delays(), next(iter(starts)) if len(starts) == 1 else "any"
 
+    def candidates_start(self) -> str:
+        """What the night's candidates are read by: 'sent', 'due' or 'any' (_bounds)."""
+        return self._bounds()[1]
+
     def extract(self, store: Store, as_of: date) -> Extracted:
         """Tonight's share of `extract_all`: the invoices whose next step may be due
         (sql/dunning_candidates), and only their clients and history. What a night decides

@@ -125,6 +125,32 @@ class ResolvedSources:
         expressions (not materialized: the planner sees through them to the relations)."""
         return with_sources(plain_statement(name, self.dialect), self)
 
+    def typed_start(self, start: str) -> bool:
+        """Whether the night's candidates are read by sql/dunning_candidates_typed: on
+        PostgreSQL, counting from 'sent' or 'due' ('any' reads every step-less invoice
+        anyway), with sent_at (which that statement compares either way) and the start's
+        own column read as they are from a timestamptz, timestamp or date column. Text
+        columns, expressions and value maps keep the text comparison."""
+        if self.dialect != "postgresql" or start not in ("sent", "due"):
+            return False
+        invoices = self.sources["invoices"]
+        wanted = {"sent_at": TYPED_STARTS, "due_date": frozenset({"date"}) if start == "due" else None}
+        return all(_as_it_is(invoices.reading(column)) and invoices.reading(column).type_seen in types
+                   for column, types in wanted.items() if types)
+
+    def candidates_statement(self, start: str) -> str:
+        """The statement that reads the night's dunning candidates (typed_start)."""
+        return self.statement("dunning_candidates_typed" if self.typed_start(start) else "dunning_candidates")
+
+
+# Start columns whose values a bound compares as they are, by an index (typed_start).
+TYPED_STARTS = frozenset({"timestamptz", "timestamp", "date"})
+
+
+def _as_it_is(reading: ColumnReading) -> bool:
+    """The projection reads a column of the relation itself: no expression, cast or value map."""
+    return not reading.origin.startswith(("sql:", "(")) and reading.expression.strip('"') == reading.origin
+
 
 _COMMENT = re.compile(r"--[^\n]*")
 _LITERAL = re.compile(r"'(?:[^']|'')*'")
@@ -560,6 +586,7 @@ NIGHT_STATEMENTS = (
     "extract_clients",
     "dunning_history",
     "dunning_candidates",
+    "dunning_candidates_typed",
     "dunning_history_of",
     "client_payment_history_of",
     "contracts_by_id",
@@ -610,6 +637,8 @@ def explain_night(
         for name in names:
             if sources.dialect == "sqlite":  # what the reservation reads its candidates from
                 conn.execute(text(plain_statement("candidates_table", "sqlite")))
+            if name == "dunning_candidates_typed" and not sources.typed_start("sent"):
+                continue  # the night reads by it only where sent_at is typed
             sql = sources.statement(name)
             clause = text(sql)
             params = {key: _sample(key, sources.dialect) for key in clause.compile().params}
@@ -696,11 +725,12 @@ def _normalised(expression: str) -> str:
     return _BARE.sub("", expression).lower()
 
 
-def index_advice(engine: Engine, sources: ResolvedSources) -> list[IndexAdvice]:
+def index_advice(engine: Engine, sources: ResolvedSources, start: str = "sent") -> list[IndexAdvice]:
     """For each lookup a night makes in a source, whether an index serves it, and the
     statement that creates one when none does. dueflow creates indexes only on its own
     tables: these are for the source's owner to run (PostgreSQL tables; a view's base
-    tables are the owner's to index)."""
+    tables are the owner's to index). `start`: what the night's dunning counts from (the
+    candidates' range on its column, where typed: ResolvedSources.typed_start)."""
     if sources.dialect != "postgresql":
         return []
     advice: list[IndexAdvice] = []
@@ -771,7 +801,32 @@ def index_advice(engine: Engine, sources: ResolvedSources) -> list[IndexAdvice]:
                 key = f"({quote(reading.origin)})" if plain else f"(({wanted}))"
                 advice.append(IndexAdvice(name, purpose, f"CREATE INDEX ON {qualified} {key};"))
             advice += _partial_advice(name, source, qualified, existing, quote)
+            if name == "invoices" and sources.typed_start(start):
+                advice.append(_start_advice(source, qualified, existing, quote, start))
     return advice
+
+
+def _leading_key(definition: str) -> str:
+    """An index definition's (pg_get_indexdef) first key, its predicate aside."""
+    keys = re.sub(r"^.*? USING \w+ \((.*)\)$", r"\1", definition.partition(" WHERE ")[0])
+    return _normalised(keys).split(",")[0]
+
+
+def _start_advice(source: Any, qualified: str, existing: Sequence[str], quote: Callable[[str], str],
+                  start: str) -> IndexAdvice:
+    """The index on the start column that serves sql/dunning_candidates_typed's range over
+    the step-less open invoices: one that starts with the column, over every row or only the
+    open ones (`paid_at IS NULL`, as the statement says it; an index on other rows cannot)."""
+    column = source.reading("sent_at" if start == "sent" else "due_date").origin
+    paid = source.reading("paid_at")
+    purpose = f"the dunning candidates without a step, by {column}"
+    null = _normalised(f"{paid.origin} IS NULL")
+    served = any(_leading_key(d) == _normalised(column) and (
+        " WHERE " not in d or _normalised(d.partition(" WHERE ")[2]) == null) for d in existing)
+    if served:
+        return IndexAdvice("invoices", purpose, None)
+    where = "" if paid.origin.startswith(("sql:", "(")) else f" WHERE {quote(paid.origin)} IS NULL"
+    return IndexAdvice("invoices", purpose, f"CREATE INDEX ON {qualified} ({quote(column)}){where};")
 
 
 def _partial_advice(name: str, source: Any, qualified: str, existing: Sequence[str],

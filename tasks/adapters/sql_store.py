@@ -58,7 +58,12 @@ class SqlSources:
         return self.database.source_statement("extract_contracts")
 
     def dunning_candidates(self, bounds: Mapping[str, str], timezone: str) -> pd.DataFrame:
-        return db.extract_frame(self.engine, self.database.source_statement("dunning_candidates"), bounds,
+        sources = self.database.sources
+        if sources is None:
+            raise RuntimeError("the sources were not resolved (Database.with_sources)")
+        # The session's TimeZone is the business zone for this read: both statements compare
+        # a timestamp's business date (as its text, or by a bound that is that day's first instant).
+        return db.extract_frame(self.engine, sources.candidates_statement(bounds["start"]), bounds,
                                 session_timezone=timezone)
 
     def by_id(self, relation: str, ids: Sequence[str], as_of: date | None = None) -> pd.DataFrame:

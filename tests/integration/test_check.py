@@ -181,6 +181,47 @@ def test_check_names_the_partial_index_of_open_invoices_the_dunning_candidates_r
     assert advice.statement.endswith('"invoices" ("status") WHERE "paid_at" IS NULL;'), advice.statement
 
 
+@pytest.mark.pg
+def test_check_names_the_index_on_the_typed_start_the_dunning_candidates_read_by(pg_url, tmp_path):
+    """sql/dunning_candidates_typed reads the step-less open invoices by a range on their start:
+    `check --sources` names the index on sent_at (due_date when counting from it) and says it
+    is there once created; a text start, or 'any', is read as before and needs none."""
+    from dueflow.tasks.adapters.sources import index_advice
+    from dueflow.tasks.check import check_settings, sources_report
+
+    _, settings = check_settings({"DUEFLOW_DATABASE_URL": pg_url, "DUEFLOW_MAIL_URL": f"file://{tmp_path}",
+                                  "DUEFLOW_MAIL_FROM": "ar@ours.example"})
+    assert settings is not None
+    said = "  invoices: {} for the dunning candidates without a step, by sent_at"
+
+    engine = db.engine_for(pg_url)
+    db.init_db(engine, sample_tables=True)
+
+    def by_start(start: str) -> list:
+        sources = db.Database(pg_url).with_sources().sources
+        assert sources is not None
+        return [a.statement for a in index_advice(engine, sources, start)
+                if a.source == "invoices" and "without a step" in a.purpose]
+
+    [sent] = by_start("sent")
+    assert sent is not None and sent.endswith('"invoices" ("sent_at") WHERE "paid_at" IS NULL;'), sent
+    assert said.format("missing") + f": {sent}" in sources_report(settings)
+    [due] = by_start("due")
+    assert due is not None and due.endswith('"invoices" ("due_date") WHERE "paid_at" IS NULL;'), due
+    assert by_start("any") == []
+    with engine.begin() as conn:  # on other rows than the open ones: it cannot serve the range
+        conn.execute(text("CREATE INDEX invoices_sent_paid ON invoices (sent_at) WHERE paid_at IS NOT NULL"))
+    assert by_start("sent") == [sent]
+    with engine.begin() as conn:
+        conn.execute(text(sent))
+        conn.execute(text("CREATE INDEX invoices_due_anywhere ON invoices (due_date, id)"))
+    assert by_start("sent") == [None] and by_start("due") == [None]
+    assert said.format("ok") in sources_report(settings)
+    with engine.begin() as conn:
+        conn.execute(text("ALTER TABLE invoices ALTER COLUMN sent_at TYPE text"))
+    assert by_start("sent") == [] and by_start("due") == []  # the text comparison, as before
+
+
 OWN_PHRASEBOOK = """disabled = ["open.any.well"]
 [[sentence]]
 id = "acme.open.partner"

@@ -1,0 +1,55 @@
+-- sql/dunning_candidates (the same rows, the same columns) when the start the night counts
+-- from is a typed column (timestamptz, timestamp or date; ResolvedSources.typed_start says
+-- when) and :start is 'sent' or 'due'. The open invoices are not all read: those with a
+-- step whose wait is over come by id (dated), the step-less ones by the typed range of
+-- their start (fragments/dunning_start_typed), each branch servable by an index
+-- (`dueflow check --sources` names them). The text comparison it replaces holds only when
+-- DateStyle writes ISO dates; under any other, every step-less open invoice comes along
+-- (as it did: no text matched) by a third branch, which runs only then.
+-- tests/integration/test_dunning_candidates.py holds the two to the same night.
+WITH steps AS MATERIALIZED (
+    SELECT m.subject_id, MAX(m.step_rank) AS step_rank
+    FROM dueflow_ledger m WHERE m.job = 'dunning'
+    GROUP BY m.subject_id
+), dated AS MATERIALIZED (
+    SELECT s.subject_id
+    FROM steps s
+    JOIN dueflow_ledger m ON m.job = 'dunning' AND m.subject_id = s.subject_id AND m.step_rank = s.step_rank
+    WHERE (s.step_rank = 1 AND COALESCE(m.attempt_as_of, m.as_of) <= CAST(:after_first_by AS date))
+       OR (s.step_rank = 2 AND COALESCE(m.attempt_as_of, m.as_of) <= CAST(:after_second_by AS date))
+), picked AS MATERIALIZED (
+    SELECT o.id, o.client_id, o.number, o.amount, o.amount_minor, o.currency, o.status, o.sent_at, o.due_date, o.paid_at, o.dunning_hold_until, o.pdf_path, o.amount_open, o.amount_paid
+    FROM invoices o
+    WHERE o.id IN (SELECT subject_id FROM dated)
+      AND /*include invoice_may_be_dunned*/
+      AND (o.dunning_hold_until IS NULL OR o.dunning_hold_until <= CAST(:hold_as_of AS date))
+    UNION ALL
+    SELECT o.id, o.client_id, o.number, o.amount, o.amount_minor, o.currency, o.status, o.sent_at, o.due_date, o.paid_at, o.dunning_hold_until, o.pdf_path, o.amount_open, o.amount_paid
+    FROM invoices o
+    WHERE /*include invoice_may_be_dunned*/
+      AND (o.dunning_hold_until IS NULL OR o.dunning_hold_until <= CAST(:hold_as_of AS date))
+      AND NOT EXISTS (SELECT 1 FROM steps s WHERE s.subject_id = o.id)
+      AND /*include dunning_start_typed*/
+      AND current_setting('DateStyle') LIKE 'ISO%'
+    UNION ALL
+    SELECT o.id, o.client_id, o.number, o.amount, o.amount_minor, o.currency, o.status, o.sent_at, o.due_date, o.paid_at, o.dunning_hold_until, o.pdf_path, o.amount_open, o.amount_paid
+    FROM invoices o
+    WHERE /*include invoice_may_be_dunned*/
+      AND (o.dunning_hold_until IS NULL OR o.dunning_hold_until <= CAST(:hold_as_of AS date))
+      AND NOT EXISTS (SELECT 1 FROM steps s WHERE s.subject_id = o.id)
+      AND current_setting('DateStyle') NOT LIKE 'ISO%'
+), payments_wanted AS MATERIALIZED (
+    SELECT id AS invoice_id FROM picked WHERE id IS NOT NULL
+), paid AS MATERIALIZED /*include payments_of*/
+SELECT i.id, i.client_id, i.number, i.amount, i.amount_minor, i.currency, i.status, i.sent_at, i.due_date, i.paid_at, i.dunning_hold_until, i.pdf_path, i.amount_open, i.amount_paid,
+       r.paid_e4, r.credited_e4, r.paid_last, r.currency_low AS paid_currency_low,
+       r.currency_high AS paid_currency_high, r.unreadable AS payments_unreadable,
+       /*include payment_state*/ AS payment_state
+FROM invoices i LEFT JOIN paid r ON r.invoice_id = i.id
+WHERE i.id IN (SELECT id FROM picked)
+UNION ALL
+SELECT id, client_id, number, amount, amount_minor, currency, status, sent_at, due_date, paid_at, dunning_hold_until, pdf_path, amount_open, amount_paid,
+       NULL AS paid_e4, NULL AS credited_e4, NULL AS paid_last, NULL AS paid_currency_low,
+       NULL AS paid_currency_high, NULL AS payments_unreadable, NULL AS payment_state
+FROM picked
+WHERE id IS NULL
