@@ -193,9 +193,7 @@ def restate_owed(store: Store, jobs: Sequence[NightJob], as_of: date,
     left (G3). With `keys`, only those rows (a chunk about to be delivered). No retries: a
     second run of it finds nothing changed, or does the same."""
     ledger = store.ledger
-    unsent = ledger.unsent_rows()
-    if keys is not None:
-        unsent = unsent[unsent["key"].isin(keys).to_numpy()]
+    unsent = ledger.unsent_rows(keys)
     dunning = [job for job in jobs if job.name == Job.DUNNING]
     rows = unsent[unsent["key"].isin(restatable(unsent)).to_numpy()]
     if rows.empty or not dunning:

@@ -682,9 +682,11 @@ def restate_messages(engine: Engine, messages: Sequence[Mapping[str, Any]]) -> N
                          [dict.fromkeys(MESSAGE_EXTRAS) | dict(m) for m in messages])
 
 
-def unsent_rows(engine: Engine) -> pd.DataFrame:
-    """Pending rows no delivery claimed: surely never handed to SMTP (sql/unsent)."""
-    frame = read_frame(engine, statement("unsent"), {})
+def unsent_rows(engine: Engine, keys: Sequence[str] | None = None) -> pd.DataFrame:
+    """Pending rows no delivery claimed: surely never handed to SMTP (sql/unsent); with
+    `keys`, only theirs (sql/unsent_of)."""
+    frame = read_frame(engine, statement("unsent"), {}) if keys is None else read_frame(
+        engine, statement("unsent_of", dialect(engine)), {"keys": _key_list(engine, keys)})
     return frame.assign(stored=frame["stored"].astype(bool))
 
 

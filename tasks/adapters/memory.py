@@ -658,11 +658,13 @@ class MemoryLedger:
             return [row["key"] for row in gone]
         return self._tx(work)
 
-    def unsent_rows(self) -> pd.DataFrame:
-        """sql/unsent."""
+    def unsent_rows(self, keys: Sequence[str] | None = None) -> pd.DataFrame:
+        """sql/unsent (sql/unsent_of with `keys`)."""
+        wanted = None if keys is None else set(keys)
         rows = self._tx(lambda: sorted(
             ({**row, "stored": row["body_text"] is not None} for row in self.rows.values()
-             if row["status"] == "pending" and row["sending_at"] is None), key=lambda row: row["key"]))
+             if row["status"] == "pending" and row["sending_at"] is None
+             and (wanted is None or row["key"] in wanted)), key=lambda row: row["key"]))
         frame = _frame(rows, UNSENT_COLUMNS)
         return frame.assign(stored=frame["stored"].astype(bool))
 

@@ -212,8 +212,8 @@ class SqlLedger:
     def withdraw_unsent(self, as_of: date) -> list[str]:
         return db.withdraw_unsent(self.database, as_of)
 
-    def unsent_rows(self) -> pd.DataFrame:
-        return db.unsent_rows(self.engine)
+    def unsent_rows(self, keys: Sequence[str] | None = None) -> pd.DataFrame:
+        return db.unsent_rows(self.engine, keys)
 
     def prune_bodies(self, before: date) -> int:
         return db.prune_bodies(self.engine, before)

@@ -188,9 +188,9 @@ class Ledger(DeliveryLedger, Protocol):
         """Pending rows never handed to SMTP and no longer meant to go out: failed; their keys."""
         ...
 
-    def unsent_rows(self) -> pd.DataFrame:
-        """Pending rows never handed to SMTP, with whether their message is stored and what
-        the amount it states was read from (owed_state)."""
+    def unsent_rows(self, keys: Sequence[str] | None = None) -> pd.DataFrame:
+        """Pending rows never handed to SMTP (these keys' only, when given), with whether
+        their message is stored and what the amount it states was read from (owed_state)."""
         ...
 
     def prune_bodies(self, before: date) -> int:

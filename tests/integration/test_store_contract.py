@@ -230,6 +230,8 @@ def test_a_delivery_claims_stored_messages_and_records_only_its_own(kind):
         assert ledger.claims([key]) == {key: "unclaimed"}
         unsent = ledger.unsent_rows()
         assert list(unsent["key"]) == [key] and unsent["stored"].tolist() == [True]
+        assert ledger.unsent_rows([key, "dunning/i9/REMINDED_1"]).equals(unsent)  # by key: the same row
+        assert ledger.unsent_rows(["dunning/i9/REMINDED_1"]).empty
         ledger.settle("t1", AS_OF, claim=[key])
         retry = datetime(2027, 3, 10, 12, tzinfo=UTC)
         deferred = outcome_row(key, SendResult(SendStatus.FAILED, error="451"), retry)
