@@ -32,16 +32,16 @@ class CountingHandler:
         self.counter = counter
         self.local = 0
         self.capture: IO[str] | None = None
+        # What is captured is kept in memory and written when the capture ends: encoding and
+        # writing hundreds of MB while dueflow's night is timed slowed the sink (and the night).
+        self.captured: list[tuple[str, list[str], bytes]] = []
         self.lock = threading.Lock()  # the capture file is switched from the control thread
 
     async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
         self.local += 1
         with self.lock:
-            if self.capture is not None:
-                # Written before it is counted: a parent that saw the count finds the line.
-                self.capture.write(json.dumps({
-                    "from": envelope.mail_from, "to": list(envelope.rcpt_tos),
-                    "data": base64.b64encode(envelope.original_content).decode("ascii")}) + "\n")
+            if self.capture is not None:  # kept before it is counted: the parent's count is in it
+                self.captured.append((envelope.mail_from, list(envelope.rcpt_tos), envelope.original_content))
         if self.counter is not None:
             with self.counter.get_lock():
                 self.counter.value += 1
@@ -67,13 +67,23 @@ def _serve(port: int, counter: Synchronized[int], ready: Event, stop: Event, con
             path = control.recv()  # a file to capture into, or None to close it
             with handler.lock:
                 if handler.capture is not None:
-                    handler.capture.close()
+                    write_captured(handler)
                 handler.capture = open(path, "a", encoding="ascii") if path else None  # noqa: SIM115
             control.send("ok")
     finally:
         controller.stop()
         if handler.capture is not None:
-            handler.capture.close()
+            write_captured(handler)
+
+
+def write_captured(handler: CountingHandler) -> None:
+    """The captured messages as JSON lines (from, to, the DATA bytes in base64); the file closed."""
+    assert handler.capture is not None
+    for mail_from, rcpt_tos, data in handler.captured:
+        handler.capture.write(json.dumps({"from": mail_from, "to": rcpt_tos,
+                                          "data": base64.b64encode(data).decode("ascii")}) + "\n")
+    handler.capture.close()
+    handler.captured = []
 
 
 class SinkProcess:
