@@ -72,10 +72,11 @@ from dueflow.tasks.deliver import (
 from dueflow.tasks.jobs import Extracted, NightJob
 
 # Keys rendered, then stored, at a time: a first night's tens of thousands of messages
-# (5–10 KB each in memory) are never all held at once. The first chunk is smaller, and
+# (5–10 KB each in memory) are never all held at once (2,500: a surge's peak RSS 457 -> 436 MB
+# against 5,000, in the same time). The first chunk is smaller, and
 # each next one twice as large up to COMPOSE_CHUNK: delivery starts as soon as the first
 # is stored, while the rest are rendered.
-COMPOSE_CHUNK = 5_000
+COMPOSE_CHUNK = 2_500
 FIRST_CHUNK = 500
 
 
