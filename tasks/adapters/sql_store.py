@@ -124,8 +124,9 @@ class SqlLedger:
 
     def preflight(self) -> None:
         """Before a night's first write: every statement it runs on the sources plans, and
-        dueflow's own tables take a write (rolled back). ConfigError, one line, otherwise."""
-        db.preflight(self.database)
+        dueflow's own tables take a write (rolled back). ConfigError, one line, otherwise;
+        taken from `dueflow run`'s own check a moment before, when it made one."""
+        db.preflight(self.database, checked_just_before=True)
 
     def message_id_key(self) -> str:
         """The database's secret for Message-IDs (migration 0007). Never printed."""

@@ -84,3 +84,34 @@ def test_an_extract_never_writes_whatever_a_mapping_expression_calls(pg_url):
     with engine.connect() as conn:
         assert conn.execute(text("SELECT count(*) FROM audit_log")).scalar() == 0
     assert db.extract_frame(engine, "SELECT 'c-1' AS id", {})["id"].tolist() == ["c-1"]  # reads still read
+
+
+def test_the_flows_preflight_is_taken_once_from_the_command_that_just_made_it(tmp_path, monkeypatch):
+    """`dueflow run` plans every statement of the night before it starts the flow; the flow's
+    own check a moment later, on the same database, takes that one (once), and plans again
+    after it, or for another database, or when asked without the command's check."""
+    from dueflow.tasks.adapters import db, sources
+    from tests.helpers.factories import sourced
+
+    planned: list[str] = []
+    explain = sources.explain_night
+    monkeypatch.setattr(sources, "explain_night", lambda engine, found: planned.append("x") or explain(
+        engine, found))
+    databases = []
+    for name in ("a", "b"):
+        url = f"sqlite:///{tmp_path / name}.db"
+        db.init_db(db.engine_for(url), sample_tables=True)
+        databases.append(sourced(url))
+    one, other = databases
+    db.preflight(one)  # the command's check
+    db.preflight(one, checked_just_before=True)  # the flow's: taken
+    assert planned == ["x"]
+    db.preflight(one, checked_just_before=True)  # taken once only
+    db.preflight(one)
+    db.preflight(other, checked_just_before=True)  # another database: planned
+    db.preflight(one, checked_just_before=False)
+    assert planned == ["x"] * 5
+    monkeypatch.setattr(db, "CHECKED_FOR", 0.0)
+    db.preflight(one)
+    db.preflight(one, checked_just_before=True)  # too long ago: planned
+    assert planned == ["x"] * 7
