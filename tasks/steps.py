@@ -170,7 +170,7 @@ def plan(job: NightJob, winners: pd.DataFrame, store: Store, as_of: date) -> lis
 def compose_and_store(job: NightJob, winners: pd.DataFrame, extracted: Extracted, as_of: date,
                       drafts: list[Draft], ledger: Ledger, store: bool) -> Prepared:
     """Render one chunk of tonight's winners (`job.compose`) and, unless this is a dry run
-    (`store` false), commit each message on its ledger row before anything is sent (G2);
+    (`store` false), commit each message on its ledger row before any of them is sent (G2);
     rows that could not be rendered are marked failed. Returns only the addressing: Prefect
     keeps every task's result until the flow run ends, and a chunk's messages take tens of
     MB."""
