@@ -2,7 +2,8 @@
 
 A condition that several statements share lives once in `fragments/` and is pulled in
 with a `/*include NAME*/` marker, so the two dialects and every statement that re-checks
-it cannot drift apart.
+it cannot drift apart; a part of a statement that several share (not a condition: no
+parentheses around it) with `/*insert NAME*/`.
 """
 
 import re
@@ -12,7 +13,7 @@ from importlib.resources import files
 if __name__ != "dueflow.sql":  # one import name per module (dueflow/__init__.py)
     raise ImportError(f"import dueflow.sql, not {__name__}: one import name per module")
 
-_INCLUDE = re.compile(r"/\*include (\w+)\*/")
+_INCLUDE = re.compile(r"/\*(include|insert) (\w+)\*/")
 
 
 def _read(path: str, name: str, dialect: str | None) -> str:
@@ -23,11 +24,13 @@ def _read(path: str, name: str, dialect: str | None) -> str:
 
 
 def with_fragments(text: str, dialect: str | None) -> str:
-    """`text` with each `/*include NAME*/` replaced by the fragment, in parentheses."""
+    """`text` with each `/*include NAME*/` replaced by the fragment, in parentheses, and each
+    `/*insert NAME*/` by the fragment as it is."""
     def fragment(match: re.Match[str]) -> str:
-        body = _read("fragments", match.group(1), dialect)
+        body = _read("fragments", match.group(2), dialect)
         lines = [line for line in body.splitlines() if not line.lstrip().startswith("--")]
-        return "(" + with_fragments("\n".join(lines).strip(), dialect) + ")"
+        text = with_fragments("\n".join(lines).strip(), dialect)
+        return "(" + text + ")" if match.group(1) == "include" else text
 
     return _INCLUDE.sub(fragment, text)
 

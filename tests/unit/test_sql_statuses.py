@@ -248,6 +248,6 @@ def test_the_scan_finds_a_word_that_is_not_a_status(sql, stray):
 
 
 def test_every_fragment_is_checked_where_a_statement_includes_it():
-    included = re.compile(r"/\*include (\w+)\*/")
+    included = re.compile(r"/\*(?:include|insert) (\w+)\*/")
     used = {name for path in SQL.rglob("*.sql") for name in included.findall(path.read_text())}
     assert {path.name.split(".")[0] for path in (SQL / "fragments").glob("*.sql")} <= used
