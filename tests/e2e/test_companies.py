@@ -24,6 +24,7 @@ from sqlalchemy import text
 from dueflow.tasks.adapters import db
 from tests.helpers.concurrency import wait_for
 from tests.helpers.factories import client, contract, insert, invoice
+from tests.helpers.runs import stop
 from tests.helpers.smtp_server import SmtpSink
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -150,8 +151,7 @@ def test_two_deployments_on_one_worker_send_for_two_companies(prefect_server_pro
                 keys = sorted(conn.execute(text("SELECT key FROM dueflow_ledger")).scalars())
             assert keys and all(f"/{name}-" in key for key in keys), keys
     finally:
-        worker.terminate()
-        worker.wait(30)
+        stop([worker])
         log.close()
         sink.stop()
         for url in urls.values():

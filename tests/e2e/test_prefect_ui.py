@@ -25,6 +25,7 @@ from dueflow.tasks.adapters import db
 from dueflow.tasks.core.locales import SUPPORTED_LOCALES
 from tests.helpers.concurrency import wait_for
 from tests.helpers.factories import client, contract, insert, invoice
+from tests.helpers.runs import stop
 from tests.helpers.smtp_server import SmtpSink
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -103,8 +104,7 @@ def deployed(prefect_server_process, tmp_path_factory) -> Iterator[Deployed]:
     try:
         yield Deployed(api, env, deployment, url, sink)
     finally:
-        worker.terminate()
-        worker.wait(30)
+        stop([worker])
         log.close()
         sink.stop()
         db.engine_for(url).dispose()

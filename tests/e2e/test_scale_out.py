@@ -45,6 +45,7 @@ from dueflow.tasks.adapters import db
 from dueflow.tasks.core.report import RunSummary
 from tests.helpers.concurrency import wait_for
 from tests.helpers.factories import contract, insert
+from tests.helpers.runs import stop
 from tests.helpers.smtp_server import SmtpSink, _Handler
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -112,14 +113,7 @@ def process_workers(prefect_api, tmp_path: Path) -> Iterator[list[Path]]:
     try:
         yield logs
     finally:
-        for worker in workers:
-            worker.terminate()
-        for worker in workers:
-            try:
-                worker.wait(30)
-            except subprocess.TimeoutExpired:
-                worker.kill()
-                worker.wait(30)
+        stop(workers)
         for out in files:
             out.close()
 

@@ -27,6 +27,20 @@ def start(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.Popen:
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
+def stop(processes: list[subprocess.Popen]) -> None:
+    """Stop a test's Prefect workers: SIGTERM, and SIGKILL for one still shutting down after
+    30 s (a worker under a loaded machine can take that long to stop; what the test checks
+    happened before)."""
+    for process in processes:
+        process.terminate()
+    for process in processes:
+        try:
+            process.wait(30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(30)
+
+
 def due_contracts(url: str, n: int) -> set[str]:
     rows = [contract(f"c{i:03d}", AS_OF + timedelta(days=[60, 30, 15][i % 3])) for i in range(n)]
     insert(url, "contracts", rows)
