@@ -7,17 +7,7 @@
 -- what was paid and credited on the picked invoices up to :as_of (payments_of).
 -- :start is 'sent', 'due', or 'any' when clients' dunning profiles count from either: then
 -- every open invoice without a step comes along (its start text NULL), the rule decides.
-WITH steps AS MATERIALIZED (
-    SELECT m.subject_id, MAX(m.step_rank) AS step_rank
-    FROM dueflow_ledger m WHERE m.job = 'dunning'
-    GROUP BY m.subject_id
-), dated AS MATERIALIZED (
-    SELECT s.subject_id
-    FROM steps s
-    JOIN dueflow_ledger m ON m.job = 'dunning' AND m.subject_id = s.subject_id AND m.step_rank = s.step_rank
-    WHERE (s.step_rank = 1 AND COALESCE(m.attempt_as_of, m.as_of) <= CAST(:after_first_by AS date))
-       OR (s.step_rank = 2 AND COALESCE(m.attempt_as_of, m.as_of) <= CAST(:after_second_by AS date))
-), picked AS MATERIALIZED (
+WITH /*insert dunning_waits*/, picked AS MATERIALIZED (
     SELECT o.* FROM (
         SELECT id, client_id, number, amount, amount_minor, currency, status, sent_at, due_date, paid_at, dunning_hold_until, pdf_path, amount_open, amount_paid,
                CASE CAST(:start AS text) WHEN 'sent' THEN CAST(sent_at AS text)

@@ -5,17 +5,7 @@
 -- and not due for days are not read, nor their clients or history (docs/performance.md).
 -- steps: each invoice's last step in the ledger; dated: those whose wait is over; paid:
 -- what was paid and credited on the picked invoices up to :as_of (payments_of).
-WITH steps AS MATERIALIZED (
-    SELECT m.subject_id, MAX(m.step_rank) AS step_rank
-    FROM dueflow_ledger m WHERE m.job = 'dunning'
-    GROUP BY m.subject_id
-), dated AS MATERIALIZED (
-    SELECT s.subject_id
-    FROM steps s
-    JOIN dueflow_ledger m ON m.job = 'dunning' AND m.subject_id = s.subject_id AND m.step_rank = s.step_rank
-    WHERE (s.step_rank = 1 AND COALESCE(m.attempt_as_of, m.as_of) <= :after_first_by)
-       OR (s.step_rank = 2 AND COALESCE(m.attempt_as_of, m.as_of) <= :after_second_by)
-), picked AS MATERIALIZED (
+WITH /*insert dunning_waits*/, picked AS MATERIALIZED (
     SELECT o.* FROM (
         SELECT id, client_id, number, amount, amount_minor, currency, status, sent_at, due_date, paid_at, dunning_hold_until, pdf_path, amount_open, amount_paid,
                CASE :start WHEN 'sent' THEN CAST(sent_at AS text) WHEN 'due' THEN CAST(due_date AS text) END AS start_text

@@ -7,17 +7,7 @@
 -- DateStyle writes ISO dates; under any other, every step-less open invoice comes along
 -- (as it did: no text matched) by a third branch, which runs only then.
 -- tests/integration/test_dunning_candidates.py holds the two to the same night.
-WITH steps AS MATERIALIZED (
-    SELECT m.subject_id, MAX(m.step_rank) AS step_rank
-    FROM dueflow_ledger m WHERE m.job = 'dunning'
-    GROUP BY m.subject_id
-), dated AS MATERIALIZED (
-    SELECT s.subject_id
-    FROM steps s
-    JOIN dueflow_ledger m ON m.job = 'dunning' AND m.subject_id = s.subject_id AND m.step_rank = s.step_rank
-    WHERE (s.step_rank = 1 AND COALESCE(m.attempt_as_of, m.as_of) <= CAST(:after_first_by AS date))
-       OR (s.step_rank = 2 AND COALESCE(m.attempt_as_of, m.as_of) <= CAST(:after_second_by AS date))
-), picked AS MATERIALIZED (
+WITH /*insert dunning_waits*/, picked AS MATERIALIZED (
     SELECT o.id, o.client_id, o.number, o.amount, o.amount_minor, o.currency, o.status, o.sent_at, o.due_date, o.paid_at, o.dunning_hold_until, o.pdf_path, o.amount_open, o.amount_paid
     FROM invoices o
     WHERE o.id IN (SELECT subject_id FROM dated)
