@@ -356,8 +356,8 @@ def send_earlier(night: Night, call: Steps) -> pd.DataFrame:
                                night.params.retry_max_attempts, night.params.retry_backoff))
     withdrawn = ledger.withdraw_unsent(night.as_of)
     unsent = ledger.unsent_rows()
-    if restatable := steps.restatable(unsent):
-        restate_owed(night, call, restatable)
+    if not (restatable := steps.restatable(unsent)).empty:
+        restate_owed(night, call, restatable["key"].tolist())
         unsent = ledger.unsent_rows()
     settled = pd.Series([*withdrawn, *unrendered], dtype=object)
     of_job = dict(zip(settled, parse_keys(settled)["job"], strict=True)) | dict(

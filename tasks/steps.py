@@ -195,7 +195,7 @@ def restate_owed(store: Store, jobs: Sequence[NightJob], as_of: date,
     ledger = store.ledger
     unsent = ledger.unsent_rows(keys)
     dunning = [job for job in jobs if job.name == Job.DUNNING]
-    rows = unsent[unsent["key"].isin(restatable(unsent)).to_numpy()]
+    rows = restatable(unsent)
     if rows.empty or not dunning:
         return Prepared()
     now = store.sources.by_id("invoices", rows["subject_id"].unique().tolist(), as_of)
@@ -214,14 +214,11 @@ def restate_owed(store: Store, jobs: Sequence[NightJob], as_of: date,
     return composed.addressed()
 
 
-def restatable(unsent: pd.DataFrame) -> list[str]:
-    """The keys among ledger.unsent_rows() that restate-owed looks at: stored reminders that
-    say what they were rendered from (the rest have nothing to restate)."""
-    if unsent.empty:
-        return []
-    rows = unsent[(unsent["job"] == Job.DUNNING).to_numpy() & unsent["stored"].to_numpy(dtype=bool)
+def restatable(unsent: pd.DataFrame) -> pd.DataFrame:
+    """The rows of ledger.unsent_rows() that restate-owed looks at: stored reminders that say
+    what they were rendered from (the rest have nothing to restate)."""
+    return unsent[(unsent["job"] == Job.DUNNING).to_numpy() & unsent["stored"].to_numpy(dtype=bool)
                   & unsent["owed_state"].notna().to_numpy()]
-    return rows["key"].tolist()
 
 
 @task(name="store-messages", cache_policy=NO_CACHE, retries=len(RETRY_DELAYS),
