@@ -43,3 +43,5 @@ CREATE TABLE IF NOT EXISTS invoices (
     pdf_path            text
 );
 CREATE INDEX IF NOT EXISTS invoices_open ON invoices (status) WHERE paid_at IS NULL;
+-- Each chunk of reminders reads its clients' invoices (their payment history: the tone).
+CREATE INDEX IF NOT EXISTS invoices_client_id ON invoices (client_id);

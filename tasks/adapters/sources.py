@@ -709,7 +709,8 @@ _LOOKUPS: dict[str, tuple[tuple[str, str], ...]] = {
         ("renewal_date", "the renewal window of each night"),
         ("id", "re-checks and duplicated ids, by id"),
     ),
-    "invoices": (("id", "re-checks of the reservation and retries, by id"),),
+    "invoices": (("id", "re-checks of the reservation and retries, by id"),
+                 ("client_id", "the payment history of tonight's reminders' clients, by client")),
     "clients": (("id", "the clients of open invoices, by id"),),
     "payments": (("invoice_id", "the payments of tonight's invoices, summed per invoice"),),
 }

@@ -182,6 +182,27 @@ def test_check_names_the_partial_index_of_open_invoices_the_dunning_candidates_r
 
 
 @pytest.mark.pg
+def test_check_names_the_index_the_clients_payment_history_is_read_by(pg_url):
+    """Each chunk of reminders reads its clients' invoices (sql/client_payment_history_of):
+    without an index on the client column that is a scan of every invoice per chunk."""
+    from dueflow.tasks.adapters.sources import index_advice
+
+    engine = db.engine_for(pg_url)
+    db.init_db(engine, sample_tables=True)
+    database = db.Database(pg_url).with_sources()
+
+    def by_client() -> list:
+        return [a.statement for a in index_advice(engine, database.sources)
+                if a.source == "invoices" and "payment history" in a.purpose]
+
+    assert by_client() == [None]  # the sample tables have it
+    with engine.begin() as conn:
+        conn.execute(text("DROP INDEX invoices_client_id"))
+    [statement] = by_client()
+    assert statement is not None and statement.endswith('"invoices" ("client_id");'), statement
+
+
+@pytest.mark.pg
 def test_check_names_the_index_on_the_typed_start_the_dunning_candidates_read_by(pg_url, tmp_path):
     """sql/dunning_candidates_typed reads the step-less open invoices by a range on their start:
     `check --sources` names the index on sent_at (due_date when counting from it) and says it
