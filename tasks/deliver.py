@@ -41,7 +41,7 @@ from dueflow.tasks.core.ports import DeliveryLedger, MailTransport
 from dueflow.tasks.core.render import Addressed
 from dueflow.tasks.core.statuses import MailFault, RowStatus, SendStatus
 
-MAX_BATCH = 200
+MAX_BATCH = 200  # emails per batch where batches are spread over a cluster's workers
 GROUP_MAX = 20  # emails claimed, and outcomes recorded, per ledger transaction
 GROUP_SECONDS = 0.5  # a group is sized to take about this long to send
 LEDGER_PAUSES = (0.2, 0.5, 1.0, 2.0)  # between tries of a ledger write that met a lost connection
@@ -308,11 +308,15 @@ def deliver_one_batch(items: Sequence[Recipient], settings: DeliverySettings) ->
     return batch.run(settings.transports(settings.mail, settings.sender, batch.breaker))
 
 
-def batches(items: Sequence[Recipient], workers: int) -> list[list[Recipient]]:
-    """Split into at least `workers` batches (when there is enough work), none over MAX_BATCH."""
+def batches(items: Sequence[Recipient], workers: int, most: int | None = None) -> list[list[Recipient]]:
+    """Split into `workers` batches (when there is enough work), or more where a batch would
+    be over `most` emails. Each batch is a task run, about 20 ms of the Prefect server's CPU
+    (as much as 40 emails cost a local mail server, docs/performance.md): the flow's own
+    thread pool takes one batch per worker; a cluster (`most`), more and smaller ones."""
     if not items:
         return []
-    size = max(1, min(MAX_BATCH, math.ceil(len(items) / workers)))
+    size = max(1, math.ceil(len(items) / workers))
+    size = min(size, most) if most else size
     return [list(items[i : i + size]) for i in range(0, len(items), size)]
 
 

@@ -60,6 +60,7 @@ from dueflow.tasks.core.reservation import already_in_ledger, plan_reservation, 
 from dueflow.tasks.core.statuses import LedgerStatus, RowStatus
 from dueflow.tasks.core.tone import Draft
 from dueflow.tasks.deliver import (
+    MAX_BATCH,
     Delivery,
     DeliverySettings,
     Recipient,
@@ -118,10 +119,18 @@ class Steps(Protocol):
         item, in order, that returns its result or raises what the step raised."""
         ...
 
+    @property
+    def spreads(self) -> bool:
+        """Whether mapped steps may run on more workers than the flow's own DELIVERY_WORKERS
+        (a cluster): delivery then cuts more, smaller batches so that each worker has some."""
+        ...
+
 
 class Direct:
     """Each step called as the plain function it wraps, in this thread, in order: the
     unit layer's nights, without Prefect."""
+
+    spreads = False
 
     def __call__(self, step: Any, *args: Any, **kwargs: Any) -> Any:
         return step.fn(*args, **kwargs)
@@ -504,7 +513,7 @@ def deliver_soon(night: Night, items: Sequence[Recipient], call: Steps) -> Calla
     a second pass over what a batch could not reach because the ledger was unavailable. A
     batch that died is reported by what the ledger says."""
     def start(some: Sequence[Recipient]) -> Callable[[], list[Delivery]]:
-        groups = batches(some, DELIVERY_WORKERS)
+        groups = batches(some, DELIVERY_WORKERS, MAX_BATCH if call.spreads else None)
         results = call.map(steps.deliver_batch, groups, night.delivery)
 
         def wait() -> list[Delivery]:

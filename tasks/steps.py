@@ -249,6 +249,10 @@ class Prefect:
     def __call__(self, step: Any, *args: Any, **kwargs: Any) -> Any:
         return step(*map(quote, args), **{name: quote(value) for name, value in kwargs.items()})
 
+    @property
+    def spreads(self) -> bool:
+        return not _on_threads()
+
     def map(self, step: Any, items: Sequence[Any], *shared: Any) -> list[Callable[[], Any]]:
         if not _on_threads():  # Dask takes a quote (a tuple) for a task of its own graph
             return [future.result for future in step.map(items, *(unmapped(value) for value in shared))]

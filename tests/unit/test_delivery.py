@@ -11,6 +11,8 @@ from collections.abc import Iterator
 from datetime import date
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from dueflow.blocks.endpoints import parse_mail_url
 from dueflow.tasks import deliver
@@ -219,3 +221,17 @@ def test_a_row_whose_message_was_never_stored_is_not_claimed():
     assert [(d.key, str(d.status)) for d in deliveries] == [
         (KEYS[0], "sent"), (KEYS[1], "pending"), (KEYS[2], "sent")]
     assert ledger.rows[KEYS[1]].attempts == 0 and deliveries[1].status == RowStatus.PENDING
+
+
+@given(st.integers(0, 3_000), st.integers(1, 8), st.one_of(st.none(), st.integers(1, 300)))
+def test_batches_cover_every_email_once_one_per_worker_or_none_over_the_most(count, workers, most):
+    """A batch is a task run: the flow's thread pool takes at most one per worker, each of
+    about the same size (`most` None); a cluster, none over `most` emails (deliver.batches)."""
+    recipients = [Recipient(f"k{n}", f"r{n}@client.example") for n in range(count)]
+    cut = deliver.batches(recipients, workers, most)
+    assert [r for batch in cut for r in batch] == recipients  # each once, in order
+    assert all(cut)
+    share = -(-count // workers)  # a worker's share, rounded up
+    assert all(len(batch) <= min(share, most or share) for batch in cut)
+    if most is None:
+        assert len(cut) <= workers
