@@ -153,11 +153,13 @@ def generate_sql(shape: Shape, as_of: date) -> list[str]:
 
 
 # The indexes `dueflow check --sources` names for these tables (a new user is told to make
-# them): the renewal window, the open invoices, and the typed start of the dunning candidates.
+# them): the renewal window, the open invoices, the typed start of the dunning candidates, and
+# the clients' payment history (each chunk of reminders reads its clients' invoices).
 INDEXES = (
     "CREATE INDEX IF NOT EXISTS contracts_renewal_date ON contracts (renewal_date)",
     "CREATE INDEX IF NOT EXISTS invoices_open ON invoices (status) WHERE paid_at IS NULL",
     "CREATE INDEX IF NOT EXISTS invoices_open_sent ON invoices (sent_at) WHERE paid_at IS NULL",
+    "CREATE INDEX IF NOT EXISTS invoices_client_id ON invoices (client_id)",
 )
 
 
