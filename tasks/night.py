@@ -24,6 +24,7 @@ import numpy as np
 
 from dueflow.blocks.settings import ConfigError
 from dueflow.tasks import progress, steps
+from dueflow.tasks.adapters.allocator import give_back_freed_memory
 from dueflow.tasks.core.decide import Decision
 from dueflow.tasks.core.defaults import DELIVERY_WORKERS
 from dueflow.tasks.core.dunning_start import before_due, before_due_line
@@ -175,6 +176,10 @@ class Night:
     ask: Callable[[NightReview], Approval] | None = field(default=None, repr=False)
 
 
+# The columns of the keys a night reserved that the nights after it compare with (guard.figures_of).
+WON_FIGURES = ("key", "amount", "currency")
+
+
 @dataclass
 class Tonight:
     """What the steps of one night have made so far: the summary's material."""
@@ -214,34 +219,10 @@ def run_night(night: Night, call: Steps) -> RunSummary:
     # server's pace hides the night's own work (docs/performance.md, "Delivery").
     deliveries: list[tuple[NightJob, list[Callable[[], pd.DataFrame]]]] = []
     for job in night.jobs:
-        decision = decisions[job.name]
-        winners, job_rows = reserve(night, job, decision, call)              # 3. reserve
-        if night.params.dry_run:  # a dry run writes nothing: it says what it would do
-            log.info("%s: would reserve %s new email(s) (dry run: nothing is written)", job.name,
-                     f"{len(winners):,}")
-        else:
-            log.info("%s: reserved %s of %s new email(s)", job.name, f"{len(winners):,}",
-                     f"{len(decision.to_reserve):,}")
-        sending: list[Callable[[], pd.DataFrame]] = []
-        prepared = compose(night, job, winners, extracted[job.name], call,   # 4. compose (and store)
-                           partial(deliver_chunk, night, job, call, sending))
-        if not winners.empty:
-            done = "rendered" if night.params.dry_run else "composed and stored"
-            log.log(logging.WARNING if prepared.failures else logging.INFO, "%s: %s %s email(s)%s", job.name,
-                    done, f"{len(prepared.emails):,}",
-                    f", {len(prepared.failures)} could not be rendered" if prepared.failures else "")
+        # A job's frames are the night's largest (a surge's tens of MB): once its emails are
+        # stored and on their way, only the summary's material is kept (docs/performance.md).
+        sending = send_job(night, job, decisions.pop(job.name), extracted.pop(job.name), call, tonight)
         deliveries.append((job, sending))
-        tonight.rows.append(job_rows)
-        tonight.won[job.name] = winners
-        if night.params.dry_run and job.name == Job.DUNNING:  # the start's effect, before the first night
-            tonight.warnings += filter(None, [before_due_line(before_due(winners, night.as_of),
-                                                              night.params.dunning_start)])
-        tonight.drafts += prepared.drafts
-        tonight.warnings += prepared.without_pdf()
-        # What a person knows each due key by (summary.rows); keys settled by earlier runs
-        # are read without their text (sql/extract_contracts): nothing is known of them.
-        tonight.facts.append(facts_of(job.name, decision.due, {e.key: e.subject for e in prepared.emails},
-                                      decision.quarantined, job.source))
     for job, sending in deliveries:  # each job's outcomes, once its deliveries are done
         delivered = concat_rows([outcomes() for outcomes in sending])
         if not delivered.empty:
@@ -254,6 +235,41 @@ def run_night(night: Night, call: Steps) -> RunSummary:
     summary.approval = tonight.approval.said() if tonight.approval else None
     summary.warnings.extend(tonight.warnings + retained)
     return summary
+
+
+def send_job(night: Night, job: NightJob, decision: Decision, extracted: Extracted, call: Steps,
+             tonight: Tonight) -> list[Callable[[], pd.DataFrame]]:
+    """Reserve, compose and store one job's emails, each chunk handed to delivery once
+    stored; what the summary needs goes into `tonight`. The callables that wait for the
+    deliveries' outcomes."""
+    log = night.log
+    winners, job_rows = reserve(night, job, decision, call)              # 3. reserve
+    if night.params.dry_run:  # a dry run writes nothing: it says what it would do
+        log.info("%s: would reserve %s new email(s) (dry run: nothing is written)", job.name,
+                 f"{len(winners):,}")
+    else:
+        log.info("%s: reserved %s of %s new email(s)", job.name, f"{len(winners):,}",
+                 f"{len(decision.to_reserve):,}")
+    sending: list[Callable[[], pd.DataFrame]] = []
+    prepared = compose(night, job, winners, extracted, call,                 # 4. compose (and store)
+                       partial(deliver_chunk, night, job, call, sending))
+    if not winners.empty:
+        done = "rendered" if night.params.dry_run else "composed and stored"
+        log.log(logging.WARNING if prepared.failures else logging.INFO, "%s: %s %s email(s)%s", job.name,
+                done, f"{len(prepared.emails):,}",
+                f", {len(prepared.failures)} could not be rendered" if prepared.failures else "")
+    tonight.rows.append(job_rows)
+    tonight.won[job.name] = winners[[c for c in WON_FIGURES if c in winners]]
+    if night.params.dry_run and job.name == Job.DUNNING:  # the start's effect, before the first night
+        tonight.warnings += filter(None, [before_due_line(before_due(winners, night.as_of),
+                                                          night.params.dunning_start)])
+    tonight.drafts += prepared.drafts
+    tonight.warnings += prepared.without_pdf()
+    # What a person knows each due key by (summary.rows); keys settled by earlier runs
+    # are read without their text (sql/extract_contracts): nothing is known of them.
+    tonight.facts.append(facts_of(job.name, decision.due, {e.key: e.subject for e in prepared.emails},
+                                  decision.quarantined, job.source))
+    return sending
 
 
 def looked_at(night: Night, decisions: dict[Job, Decision]) -> tuple[Night, Tonight]:
@@ -437,6 +453,7 @@ def compose(night: Night, job: NightJob, winners: pd.DataFrame, extracted: Extra
         made = call(steps.compose_and_store, job, chunk, extracted, night.as_of, drafts, night.store.ledger,
                     store)
         prepared += stored(chunk, made) if stored else made
+        give_back_freed_memory()  # the chunk's messages are stored: their memory, returned
     return prepared
 
 
