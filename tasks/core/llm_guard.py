@@ -25,6 +25,7 @@ from dueflow.tasks.core.frames import pd
 from dueflow.tasks.core.locales import LANGUAGES, supported_locale
 from dueflow.tasks.core.phrasebook import (
     DRAFTED_STEPS,
+    SLOT_ORDER,
     Phrasebook,
     Relationship,
     Sentence,
@@ -345,8 +346,7 @@ def read_answer(content: str, menu: Menu) -> TonePlan | Refused:
     mismatched = [s.id for s in chosen if offered_tones[tone] not in s.tones]
     if mismatched:
         return Refused(Fallback.TONE_MISMATCH, _shown(mismatched[0]))
-    order = list(Slot)
-    in_order = sorted(chosen, key=lambda s: order.index(s.slot))
+    in_order = sorted(chosen, key=lambda s: SLOT_ORDER[s.slot])
     return TonePlan(offered_tones[tone], tuple(s.id for s in in_order))
 
 

@@ -50,6 +50,8 @@ class Slot(StrEnum):
     CLOSING = "closing"
 
 
+SLOT_ORDER = {slot: rank for rank, slot in enumerate(Slot)}  # a paragraph's order, looked up once
+
 class Relationship(StrEnum):
     """A client as dueflow reads its payment history (core.tone.relationships): which
     openings are true of it."""
@@ -294,7 +296,7 @@ class Phrasebook:
     def text(self, locale: str, ids: Iterable[str]) -> str:
         """The paragraph of a plan: its sentences' texts, as written, in slot order."""
         chosen = [self._index[(locale, i)] for i in ids]
-        return " ".join(s.text for s in sorted(chosen, key=lambda s: list(Slot).index(s.slot)))
+        return " ".join(s.text for s in sorted(chosen, key=lambda s: SLOT_ORDER[s.slot]))
 
     def sizes(self) -> dict[tuple[str, str, Slot], int]:
         """How many sentences each locale, step and slot offers."""
@@ -365,6 +367,5 @@ def load_phrasebook(text: str | None, origin: str) -> Phrasebook:
 
 def listing(book: Phrasebook) -> Mapping[str, list[Sentence]]:
     """Every sentence for review, by locale, in slot order (what `check --phrasebook` prints)."""
-    order = list(Slot)
-    return {locale: sorted(book.of(locale), key=lambda s: (order.index(s.slot), s.id))
+    return {locale: sorted(book.of(locale), key=lambda s: (SLOT_ORDER[s.slot], s.id))
             for locale in SUPPORTED_LOCALES}
