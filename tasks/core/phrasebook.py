@@ -52,6 +52,7 @@ class Slot(StrEnum):
 
 SLOT_ORDER = {slot: rank for rank, slot in enumerate(Slot)}  # a paragraph's order, looked up once
 
+
 class Relationship(StrEnum):
     """A client as dueflow reads its payment history (core.tone.relationships): which
     openings are true of it."""
