@@ -58,8 +58,9 @@ AS_OF = date(2027, 6, 15)
 SHAPE_VERSION = 1  # bump when the generated data changes
 NIGHTS = ("first", "again", "steady")
 # The least any flow run costs as a process: interpreter, `from prefect import flow`, a run
-# recorded by the server (its states, the client's start and stop), nothing else.
-EMPTY_FLOW = "from prefect import flow\nflow(name='empty')(lambda: None)()"
+# recorded by the server (its states, the client's start and stop), nothing else. Its body
+# prints the time it ran: the floor's start (up to its body) and end (after it) apart.
+EMPTY_FLOW = "import time\nfrom prefect import flow\nflow(name='empty')(lambda: print(time.time()))()"
 MAIL_FROM, ESCALATION_TO = "alerts@dueflow.bench", "escalations@dueflow.bench"
 MAIL_PATH_CONNECTIONS = (1, 4, 8)
 
@@ -243,19 +244,54 @@ class Run:
     rss_mb: float
     returncode: int
     out: str
+    started_at: float = 0.0  # time.time() when the process was started
+    ended_at: float = 0.0  # and when it ended
 
 
 def timed(argv: list[str], env: dict[str, str]) -> Run:
     """Wall time and peak RSS (the kernel's, of this one process) of a fresh process."""
     with tempfile.TemporaryFile("w+", encoding="utf-8") as out:
-        started = time.perf_counter()
+        started_at, started = time.time(), time.perf_counter()
         proc = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT)
         _pid, status, usage = os.wait4(proc.pid, 0)
         seconds = time.perf_counter() - started
         proc.returncode = os.waitstatus_to_exitcode(status)
         out.seek(0)
         text = out.read()
-    return Run(round(seconds, 3), round(usage.ru_maxrss / 1024, 1), proc.returncode, text[-3000:])
+    return Run(round(seconds, 3), round(usage.ru_maxrss / 1024, 1), proc.returncode, text[-3000:],
+               started_at, started_at + seconds)
+
+
+def timeline(run: Run, arrivals: tuple[float, float] | None) -> dict[str, float]:
+    """When a night's first and last email reached the sink, in seconds after its process
+    started, and how long the process went on after the last: where its time went."""
+    if arrivals is None:
+        return {}
+    first, last = arrivals
+    return {"first_email": round(first - run.started_at, 3), "last_email": round(last - run.started_at, 3),
+            "after_last": round(run.ended_at - last, 3)}
+
+
+def floor_parts(run: Run) -> dict[str, float]:
+    """The empty flow run's start (its process started → its body ran) and end (the body →
+    the process ended), from the time its body printed."""
+    try:
+        body = float(run.out.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return {}
+    return {"start": round(body - run.started_at, 3), "end": round(run.ended_at - body, 3)}
+
+
+def compile_tree(root: Path) -> None:
+    """dueflow's modules compiled to bytecode, as pip compiles a package it installs: a
+    user's nights read it, so a benchmark that times them must not compile ~80 modules from
+    source in every process (an editable install under PYTHONDONTWRITEBYTECODE would: about
+    0.2 s a night on this machine). Prefect's own modules, installed by pip, are compiled."""
+    import compileall
+
+    package = root / "dueflow"
+    for folder in (package, *(p.resolve() for p in package.iterdir() if p.is_dir())):
+        compileall.compile_dir(folder, quiet=1)
 
 
 def free_port() -> int:
@@ -372,12 +408,13 @@ def measure_shape(label: str, url: str, as_of: date, runs: int, env: dict[str, s
                     capture.unlink(missing_ok=True)
                     sink.capture(str(capture))
                 before = sink.received
+                sink.mark()
                 run = timed(commands[who], dueflow_env)
                 time.sleep(0.3)
                 received = sink.wait_for(before) - before
                 if captured:
                     sink.end_capture()
-                out[night][who].append(run.__dict__ | {"received": received})
+                out[night][who].append(run.__dict__ | {"received": received} | timeline(run, sink.arrivals))
                 log(f"{label} run {rep + 1} {night:6} {who:10} {run.seconds:7.2f} s  RSS {run.rss_mb:6.0f} MB"
                     f"  emails {received:,}  exit {run.returncode}")
                 if run.returncode:
@@ -411,7 +448,7 @@ def measure_shape(label: str, url: str, as_of: date, runs: int, env: dict[str, s
 
 
 def median(runs: list[dict[str, Any]], field: str) -> float | None:
-    values = [r[field] for r in runs if r.get("returncode", 0) == 0]
+    values = [r[field] for r in runs if r.get("returncode", 0) == 0 and r.get(field) is not None]
     return statistics.median(values) if values else None
 
 
@@ -447,6 +484,8 @@ def summarise(nights: dict[str, Any], floor: float | None) -> dict[str, dict[str
             "seeds_over_dueflow": statistics.median(pairs) if pairs else None,
             "rss_dueflow": median(r["dueflow"], "rss_mb"), "rss_seeds": median(r["seeds"], "rss_mb"),
             "rss_seeds_flow": median(r["seeds_flow"], "rss_mb"),
+            **{part: median(r["dueflow"], part) for part in ("first_email", "last_email", "after_last")},
+            "mail_path_rate": rate,
         }
     return out
 
@@ -458,10 +497,13 @@ def cell(value: float | None, width: int, fmt: str = ".2f", suffix: str = "") ->
 def report(results: dict[str, Any], machine: str) -> str:
     lines = [f"machine: {machine}", ""]
     floor = None
+    floor_start = floor_end = None
     if results.get("floor"):
         floor = statistics.median(r["seconds"] for r in results["floor"])
+        floor_start, floor_end = median(results["floor"], "start"), median(results["floor"], "end")
         lines += [f"empty Prefect flow run as a process (the floor): median {floor:.2f} s of"
-                  f" {[r['seconds'] for r in results['floor']]}", ""]
+                  f" {[r['seconds'] for r in results['floor']]}; up to its body {cell(floor_start, 0)} s,"
+                  f" after it {cell(floor_end, 0)} s", ""]
     naive = any(r["naive"] for x in results["shapes"].values() for r in x["nights"].values())
     header = (f"{'shape':13} {'night':7} {'emails':>7} {'floor s':>8} {'mail path s':>12} {'seeds s':>8}"
               f" {'seeds flow s':>13} {'dueflow s':>10} {'other work s':>13} {'seeds/dueflow':>14}"
@@ -489,6 +531,23 @@ def report(results: dict[str, Any], machine: str) -> str:
             fastest = f"fastest {m['fastest']['connections']} conn." if m["fastest"] else "NONE complete"
             lines.append(f"mail path {label}, first night, {m['messages']:,} messages captured of"
                          f" {m.get('dueflow_sent', 0):,} dueflow sent: {by}; {fastest}")
+    lines += ["", "dueflow's timeline (medians), seconds after its process started: its first and last email"
+              " at the sink and its rate in between (the mail path's fastest, whole), how long it went on"
+              " after the last. Other work, in three parts: before the first email beyond the floor's start,"
+              " the delivery beyond the mail path's time, after the last email beyond the floor's end"]
+    for label, shape in results["shapes"].items():
+        for night, x in shape["summary"].items():
+            if x.get("first_email") is None:
+                continue
+            window = x["last_email"] - x["first_email"]
+            rate = x["emails"] / window if x["emails"] and window > 0 else None
+            parts = (x["first_email"] - floor_start if floor_start is not None else None,
+                     window - x["mail_path"] if x["mail_path"] is not None else None,
+                     x["after_last"] - floor_end if floor_end is not None else None)
+            lines.append(f"timeline {label:10} {night:6}: first email {x['first_email']:6.2f} s, last"
+                         f" {x['last_email']:6.2f} s ({cell(rate, 0, ',.0f')} emails/s in between; mail path"
+                         f" {cell(x['mail_path_rate'], 0, ',.0f')}/s), ends {x['after_last']:.2f} s after it;"
+                         f" other work {cell(parts[0], 0)} + {cell(parts[1], 0)} + {cell(parts[2], 0)} s")
     for label, shape in results["shapes"].items():
         x = shape["summary"].get("first")
         if shape.get("kind") != "surge" or not x:
@@ -589,6 +648,7 @@ def main(argv: list[str] | None = None) -> int:
     urls = {label: ensure_data(shape, label, args.as_of, args.reuse_data) for label, shape in shapes.items()}
     if args.generate_only:
         return 0
+    compile_tree(Path(args.tree).resolve() if args.tree else Path(__file__).resolve().parent.parent)
     machine = machine_line(next(iter(urls.values()))[0])
     log(f"machine: {machine}")
     results: dict[str, Any] = {"machine": machine, "shapes": {}, "as_of": args.as_of.isoformat(),
@@ -599,7 +659,7 @@ def main(argv: list[str] | None = None) -> int:
         env["PREFECT_API_URL"] = server.url
         if args.floor:
             runs = [timed([sys.executable, "-c", EMPTY_FLOW], env) for _ in range(args.floor)]
-            results["floor"] = [r.__dict__ for r in runs]
+            results["floor"] = [r.__dict__ | floor_parts(r) for r in runs]
             log(f"empty Prefect flow run as a process: {[r.seconds for r in runs]} s"
                 f" (exit {[r.returncode for r in runs]})")
         with SinkProcess() as sink:

@@ -1,8 +1,10 @@
 """A local SMTP sink in its own process: aiosmtpd, accepts every message, keeps none.
 
 It only counts what it accepted (a counter shared with the parent), so a benchmark
-can check that every email it sent arrived exactly once. On request (`capture(path)`
-until `end_capture()`) it also appends each accepted message to a file, one JSON line
+can check that every email it sent arrived exactly once, and notes when the first and the
+last of them arrived since `mark()` (wall-clock seconds, shared too): a night's timeline.
+On request (`capture(path)` until `end_capture()`) it also appends each accepted message
+to a file, one JSON line
 {"from", "to", "data" (base64 of the DATA bytes)}: what bench/mail_path.py replays.
 
 Standalone: `python -m bench.smtp_sink --port 8025` (Ctrl-C to stop).
@@ -28,8 +30,10 @@ from aiosmtpd.controller import Controller
 class CountingHandler:
     """Accepts every message (250) and counts it; the content is discarded unless captured."""
 
-    def __init__(self, counter: Synchronized[int] | None) -> None:
+    def __init__(self, counter: Synchronized[int] | None,
+                 arrivals: tuple[Synchronized[float], Synchronized[float]] | None = None) -> None:
         self.counter = counter
+        self.arrivals = arrivals  # (first, last) accepted since the parent's mark; 0: none yet
         self.local = 0
         self.capture: IO[str] | None = None
         # What is captured is kept in memory and written when the capture ends: encoding and
@@ -42,6 +46,13 @@ class CountingHandler:
         with self.lock:
             if self.capture is not None:  # kept before it is counted: the parent's count is in it
                 self.captured.append((envelope.mail_from, list(envelope.rcpt_tos), envelope.original_content))
+        if self.arrivals is not None:
+            first, last = self.arrivals
+            with first.get_lock():
+                now = time.time()
+                if not first.value:
+                    first.value = now
+                last.value = now
         if self.counter is not None:
             with self.counter.get_lock():
                 self.counter.value += 1
@@ -54,9 +65,10 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _serve(port: int, counter: Synchronized[int], ready: Event, stop: Event, control: Any) -> None:
+def _serve(port: int, counter: Synchronized[int], arrivals: tuple[Synchronized[float], Synchronized[float]],
+           ready: Event, stop: Event, control: Any) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops us through `stop`
-    handler = CountingHandler(counter)
+    handler = CountingHandler(counter, arrivals)
     controller = Controller(handler, hostname="127.0.0.1", port=port)
     controller.start()
     ready.set()
@@ -93,11 +105,14 @@ class SinkProcess:
         self.port = port or free_port()
         context = mp.get_context("spawn")
         self._counter: Synchronized[int] = context.Value("q", 0)  # type: ignore[assignment]
+        self._arrivals: tuple[Synchronized[float], Synchronized[float]] = (
+            context.Value("d", 0.0), context.Value("d", 0.0))
         self._ready = context.Event()
         self._stop = context.Event()
         self._control, child_end = context.Pipe()
         self._process = context.Process(
-            target=_serve, args=(self.port, self._counter, self._ready, self._stop, child_end),
+            target=_serve,
+            args=(self.port, self._counter, self._arrivals, self._ready, self._stop, child_end),
             name="dueflow-bench-smtp-sink", daemon=True,
         )
 
@@ -129,6 +144,20 @@ class SinkProcess:
 
     def end_capture(self) -> None:
         self.capture(None)
+
+    def mark(self) -> None:
+        """Forget the arrivals so far: `arrivals` then says when the next ones came."""
+        first, last = self._arrivals
+        with first.get_lock():
+            first.value = last.value = 0.0
+
+    @property
+    def arrivals(self) -> tuple[float, float] | None:
+        """When the first and the last message since `mark()` were accepted (time.time()),
+        None if none was."""
+        first, last = self._arrivals
+        with first.get_lock():
+            return (first.value, last.value) if first.value else None
 
     def wait_for(self, count: int, timeout: float = 10.0) -> int:
         """Wait until at least `count` messages arrived (or timeout); return the count."""
