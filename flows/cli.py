@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import os
 import shutil
@@ -16,6 +15,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from dueflow.blocks.errors import ConfigError
 from dueflow.blocks.settings import Settings, redact_url
+from dueflow.flows import collector
 
 if TYPE_CHECKING:
     from prefect import State
@@ -166,18 +166,6 @@ def _stop_on_interrupt() -> Iterator[Callable[[], bool]]:
             signal.signal(sig, handler)
 
 
-def loaded() -> None:
-    """The night's modules are loaded: if the command started with the cycle collector off
-    (`main`), what the process holds now — modules, classes, Prefect's machinery, settings
-    — is moved out of the collector's sight for good (`gc.freeze`) and the collector turned
-    back on. Every collection of the night then scans only the night's own objects, not
-    the ~400,000 loaded ones again (docs/performance.md, "The collector"). Called from
-    Python (tests, a notebook) the collector was never turned off: nothing happens."""
-    if not gc.isenabled():
-        gc.freeze()
-        gc.enable()
-
-
 def _run_flow(settings: Settings, as_of: date | None, dry_run: bool, **params: Any) -> int:
     _check_ready(settings, writes=not dry_run)
     _quiet_prefect()  # before Prefect is imported: it reads these settings once
@@ -186,7 +174,7 @@ def _run_flow(settings: Settings, as_of: date | None, dry_run: bool, **params: A
     from dueflow.tasks.core.report import summary_of
 
     check_night(settings, as_of, dry_run, params)
-    loaded()
+    collector.loaded()  # the night's modules are in: frozen, the collector back on
 
     prefect_api.quiet_when_lost()
     if problem := prefect_api.unreachable():
@@ -811,7 +799,7 @@ def utf8_streams() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     if argv is None:  # the command itself: the collector waits while the night's modules load
-        gc.disable()
+        collector.loading()
         utf8_streams()
     try:
         code = _main(argv)
@@ -829,7 +817,7 @@ def main(argv: list[str] | None = None) -> int:
 def _main(argv: list[str] | None) -> int:
     args = parser().parse_args(argv)
     if args.command not in NIGHT_COMMANDS:
-        gc.enable()  # a short command loads little: nothing to freeze (a night: `loaded`)
+        collector.not_a_night()
     if args.command == "check":  # it reports bad settings itself, one line each
         return cmd_check(args)
     try:

@@ -224,6 +224,7 @@ def nightly_alerts(
     """
     def night() -> State:
         nonlocal as_of  # read below as a checked date
+        from dueflow.flows.collector import run_started
         from dueflow.flows.prefect_api import quiet_own_task_runs
 
         quiet_own_task_runs()
@@ -235,6 +236,7 @@ def nightly_alerts(
         from dueflow.tasks.jobs import night_jobs
         from dueflow.tasks.night import Night
 
+        run_started(flow_run.get_id())  # a worker's process of this run's own: what it loaded, frozen
         settings = Settings.from_env().with_parameters(email_block=email_block,
                                                        dunning_start=dunning_start).with_blocks()
         settings.check_templates()  # a broken DUEFLOW_TEMPLATES_DIR template: one line, nothing written

@@ -1,4 +1,4 @@
-"""The `dueflow` command and Python's cycle collector (flows/cli.py `main`, `loaded`): a
+"""The `dueflow` command and Python's cycle collector (flows/collector.py): a
 night's process loads ~400,000 objects that live as long as it does, and every full
 collection of the night scanned them again — 1.5 s of CPU of a 3,000-email first night
 (docs/performance.md, "The collector"). Each case runs in a process of its own: the
@@ -14,19 +14,19 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def python(code: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DUEFLOW_")}
-    env |= {"PYTHONPATH": str(ROOT), "HOME": str(cwd)}
+def python(code: str, cwd: Path, **environ: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DUEFLOW_", "PREFECT__"))}
+    env |= {"PYTHONPATH": str(ROOT), "HOME": str(cwd), **environ}
     return subprocess.run([sys.executable, "-c", code], cwd=cwd, env=env, text=True, capture_output=True,
                           timeout=60)
 
 
 def test_a_night_freezes_what_it_loaded_and_turns_the_collector_back_on(tmp_path):
     done = python("import gc\n"
-                  "from dueflow.flows.cli import loaded\n"
+                  "from dueflow.flows.collector import loaded\n"
                   "gc.disable(); held = [object() for _ in range(10)]\n"
                   "loaded()\n"
-                  "print(gc.isenabled(), gc.get_freeze_count() > 10_000)\n"
+                  "print(gc.isenabled(), gc.get_freeze_count() > 1_000)\n"
                   "frozen = gc.get_freeze_count(); more = [[] for _ in range(1000)]\n"
                   "loaded()  # the collector is on: called from Python, nothing happens\n"
                   "print(gc.get_freeze_count() == frozen)\n", tmp_path)
@@ -56,3 +56,15 @@ def test_a_night_command_that_stops_before_its_night_says_one_line(tmp_path):
                   "sys.exit(main())\n", tmp_path)
     assert done.returncode == 2
     assert done.stderr.startswith("dueflow: error:") and "Traceback" not in done.stderr
+
+
+def test_a_flow_run_freezes_only_in_a_process_started_for_it(tmp_path):
+    # A worker (or `serve`) starts a process per flow run and names the run in
+    # PREFECT__FLOW_RUN_ID; a notebook, the tests or a process of another run do not.
+    code = ("import gc\n"
+            "from dueflow.flows.collector import run_started\n"
+            "run_started('{run}'); print(gc.get_freeze_count() > 0)\n")
+    own = python(code.format(run="a1b2"), tmp_path, PREFECT__FLOW_RUN_ID="a1b2")
+    other = python(code.format(run="a1b2"), tmp_path, PREFECT__FLOW_RUN_ID="c3d4")
+    unnamed = python(code.format(run="a1b2"), tmp_path)
+    assert [own.stdout.strip(), other.stdout.strip(), unnamed.stdout.strip()] == ["True", "False", "False"]
