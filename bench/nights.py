@@ -53,6 +53,8 @@ from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
 
+from dueflow.tasks.core.defaults import DELIVERY_WORKERS
+
 BASE_URL = "postgresql+psycopg2://postgres@127.0.0.1:5432/"
 AS_OF = date(2027, 6, 15)
 SHAPE_VERSION = 1  # bump when the generated data changes
@@ -382,13 +384,28 @@ def mail_path(capture: Path, sink: Any, env: dict[str, str], label: str) -> dict
     return out
 
 
+def alone(url: str, day: date, env: dict[str, str], sink: Any, label: str) -> dict[str, Any]:
+    """bench/delivery_alone.py after a first night: the same emails delivered again by
+    tasks/deliver.py alone (no Prefect, no composing), on DELIVERY_WORKERS threads."""
+    before = sink.received
+    run = timed([sys.executable, "-m", "bench.delivery_alone", url, day.isoformat(), str(DELIVERY_WORKERS)],
+                env)
+    received = sink.wait_for(before + 1) - before
+    figures = json.loads(run.out.strip().splitlines()[-1]) if run.returncode == 0 else {}
+    log(f"{label} delivery alone, {DELIVERY_WORKERS} threads: {figures.get('seconds', 0):7.2f} s"
+        f"  {figures.get('per_second', 0):8.1f} emails/s  sink counted {received:,}  exit {run.returncode}")
+    if run.returncode:
+        log(run.out[-1500:])
+    return figures | {"received": received, "returncode": run.returncode}
+
+
 def measure_shape(label: str, url: str, as_of: date, runs: int, env: dict[str, str], sink: Any,
                   profile_dir: Path | None, naive: bool, only: str, nights: tuple[str, ...],
-                  scratch: Path) -> dict[str, Any]:
+                  scratch: Path, delivery_alone: bool = False) -> dict[str, Any]:
     mail_host, mail_port = "127.0.0.1", str(sink.port)
     dueflow_env = env | {"DUEFLOW_DATABASE_URL": url}
-    out: dict[str, Any] = {n: {"seeds": [], "seeds_flow": [], "dueflow": [], "naive": [], "mail_path": []}
-                           for n in nights}
+    out: dict[str, Any] = {n: {"seeds": [], "seeds_flow": [], "dueflow": [], "naive": [], "mail_path": [],
+                               "delivery_alone": []} for n in nights}
     capture = scratch / f"first_night_{label}.jsonl"
     for rep in range(runs):
         reset_ledgers(url)
@@ -424,6 +441,8 @@ def measure_shape(label: str, url: str, as_of: date, runs: int, env: dict[str, s
                     out[night]["mail_path"].append(path | {"dueflow_sent": received})
                     if path["messages"] != received:
                         log(f"{label}: captured {path['messages']:,} messages, the sink counted {received:,}")
+                    if delivery_alone:
+                        out[night]["delivery_alone"].append(alone(url, day, dueflow_env, sink, label))
     if naive:  # its own ledger sequence: it writes dueflow_ledger rows
         reset_ledgers(url)
         for night, day in night_dates(as_of).items():
@@ -549,6 +568,18 @@ def report(results: dict[str, Any], machine: str) -> str:
                          f" {cell(x['mail_path_rate'], 0, ',.0f')}/s), ends {x['after_last']:.2f} s after it;"
                          f" other work {cell(parts[0], 0)} + {cell(parts[1], 0)} + {cell(parts[2], 0)} s")
     for label, shape in results["shapes"].items():
+        first = shape["nights"].get("first", {})
+        runs = [r for r in first.get("delivery_alone", []) if r.get("per_second")]
+        if not runs:
+            continue
+        rate = statistics.median(r["per_second"] for r in runs)
+        path = shape["summary"]["first"]["mail_path_rate"]
+        share = 100 * rate / path if path else None
+        lines.append(f"delivery alone {label}: tasks/deliver.py on {DELIVERY_WORKERS} threads, no Prefect, no"
+                     f" composing, the first night's emails again: median {rate:,.0f} emails/s of"
+                     f" {[r['per_second'] for r in runs]} = {cell(share, 0, '.0f')} % of the mail path's"
+                     f" fastest ({cell(path, 0, ',.0f')}/s)")
+    for label, shape in results["shapes"].items():
         x = shape["summary"].get("first")
         if shape.get("kind") != "surge" or not x:
             continue
@@ -610,6 +641,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="the nights of each scale, of first,again,steady (each follows the ones before"
                              " it as run: again without first is a first night)")
     parser.add_argument("--floor-only", action="store_true", help="only the floor (with --floor N)")
+    parser.add_argument("--delivery-alone", action="store_true",
+                        help="after each first night, its emails delivered again by tasks/deliver.py alone"
+                             " (bench/delivery_alone.py): between the night and the mail path")
     parser.add_argument("--generate-only", action="store_true", help="make (or check) the data and stop")
     parser.add_argument("--json", default="bench/out/nights.json")
     args = parser.parse_args(argv)
@@ -669,7 +703,8 @@ def main(argv: list[str] | None = None) -> int:
                     "shape": shapes[label].__dict__, "kind": kinds[label], "generated_seconds": generated,
                     "nights": measure_shape(label, url, args.as_of, args.runs, env, sink,
                                             Path(args.profile_dir) if args.profile_dir else None,
-                                            args.naive, args.only, nights[label], scratch)}
+                                            args.naive, args.only, nights[label], scratch,
+                                            args.delivery_alone)}
     finally:
         server.stop()
         shutil.rmtree(client_home, ignore_errors=True)
