@@ -1,6 +1,6 @@
 """The `dueflow` command and Python's cycle collector (flows/collector.py): a
 night's process loads ~400,000 objects that live as long as it does, and every full
-collection of the night scanned them again — 1.5 s of CPU of a 3,000-email first night
+collection of the night scanned them again — 0.9–1.5 s of CPU of a 3,000-email first night
 (docs/performance.md, "The collector"). Each case runs in a process of its own: the
 collector's state is the process's."""
 
