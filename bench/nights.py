@@ -24,7 +24,15 @@ night (the next day). On the first night the seeds' script also runs inside one 
   bench/mail_path.py, a process of its own, pushes those very messages with a bare smtplib
   client over 1, 4 and 8 connections to the same sink (checked against the sink's count); the
   fastest is the mail path. A night that sent nothing has a mail path of 0; the steady night's
-  is estimated from the first night's rate (marked ~).
+  is estimated from the first night's rate (marked ~);
+- with --delivery-alone, between the two: the first night's emails delivered again by
+  tasks/deliver.py alone (bench/delivery_alone.py: no Prefect, nothing composed beside it).
+
+Each night's timeline: when its first and last email reached the sink (the sink notes its
+arrivals since `mark()`) and when the empty flow's body ran (it prints the time), so the
+other work is also given in three parts — before the first email beyond the floor's start,
+the delivery beyond the mail path's time, after the last email beyond the floor's end. The
+measured tree's modules are compiled to bytecode first, as pip compiles an installed package.
 
 The report (text, and JSON with every run) gives per shape and night: floor, mail path, the
 seeds' script (process, flow), dueflow, dueflow's other work = (dueflow − floor) − mail path,
