@@ -14,13 +14,22 @@ import pytest
 
 from tests.helpers.smtp_server import free_port
 
+# `python -m dueflow.flows.cli ARGS…`, and at its exit a last line on stdout saying whether the
+# cycle collector is on and how many objects the process froze (flows/collector.py).
+WITH_COLLECTOR = ("import atexit, gc, runpy, sys\n"
+                  "atexit.register(lambda: print('collector:', gc.isenabled(), gc.get_freeze_count()))\n"
+                  "sys.argv = ['dueflow', *sys.argv[1:]]\n"
+                  "runpy.run_module('dueflow.flows.cli', run_name='__main__')\n")
 
-def dueflow(*args: str, cwd: Path, env: dict[str, str] | None = None, timeout: int = 120):
+
+def dueflow(*args: str, cwd: Path, env: dict[str, str] | None = None, timeout: int = 120,
+            collector: bool = False):
     full_env = {k: v for k, v in os.environ.items()
                 if not k.startswith("DUEFLOW_") or k == "DUEFLOW_ALLOW_ANY_AS_OF"}
     full_env |= {"HOME": str(cwd), **(env or {})}
+    command = ["-c", WITH_COLLECTOR] if collector else ["-m", "dueflow.flows.cli"]
     return subprocess.run(
-        [sys.executable, "-m", "dueflow.flows.cli", *args], cwd=cwd, env=full_env, text=True,
+        [sys.executable, *command, *args], cwd=cwd, env=full_env, text=True,
         capture_output=True, timeout=timeout,
     )
 
@@ -60,9 +69,12 @@ def test_demo_runs_then_sends_nothing_new(tmp_path, project_env):
     assert "Accounts receivable, Harbour Supplies Ltd" in text["dunning/inv-101/REMINDED_1"]
     assert "replies to accounts@harbour-supplies.example" in first.stdout
 
-    second = dueflow("demo", cwd=tmp_path, env=project_env)
+    second = dueflow("demo", cwd=tmp_path, env=project_env, collector=True)
     assert second.returncode == 0, second.stderr
     assert "Nothing new to send" in second.stdout
+    # The night's process froze what it loaded and collected with the collector back on.
+    on, frozen = second.stdout.splitlines()[-1].removeprefix("collector: ").split()
+    assert on == "True" and int(frozen) > 100_000
     assert "7 due email(s) were already handled" in second.stdout  # renewals; dunning moved on
     # Said once, in plain words: no internal counts line; what the listing leaves out is said.
     assert "won:" not in first.stdout + second.stdout and "due: " not in second.stdout
