@@ -284,12 +284,15 @@ def timeline(run: Run, arrivals: tuple[float, float] | None) -> dict[str, float]
 
 def floor_parts(run: Run) -> dict[str, float]:
     """The empty flow run's start (its process started → its body ran) and end (the body →
-    the process ended), from the time its body printed."""
-    try:
-        body = float(run.out.strip().splitlines()[-1])
-    except (ValueError, IndexError):
-        return {}
-    return {"start": round(body - run.started_at, 3), "end": round(run.ended_at - body, 3)}
+    the process ended), from the time its body printed (the last line that is a number:
+    Prefect may log after it)."""
+    for line in reversed(run.out.splitlines()):
+        try:
+            body = float(line)
+        except ValueError:
+            continue
+        return {"start": round(body - run.started_at, 3), "end": round(run.ended_at - body, 3)}
+    return {}
 
 
 def compile_tree(root: Path) -> None:
